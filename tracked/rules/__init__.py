@@ -1,0 +1,8 @@
+"""Derivative rules, one file per family.  Importing this package fills the registry.
+
+Each rule is one entry: ``defvjp(numpy_fn, vjp_arg0, vjp_arg1, ...)`` where every
+pullback has the signature ``vjp(g, ans, *args, **kwargs)`` and is written with
+NumPy operations (never by reaching into ``.data``), so that it is differentiable
+itself.  Broadcasting is undone centrally by the tape, not here.
+"""
+from . import elementwise, reductions, linalg, shape, indexing, nondiff  # noqa: F401

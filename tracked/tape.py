@@ -1,0 +1,184 @@
+"""The tape: entries (nodes), trace levels, and the backward pass.
+
+Every operation on a tracked value creates a ``Node`` that records the primitive,
+its (unboxed) arguments, its output and the nodes of its tracked arguments.  Nodes
+carry a global sequence number, so the nodes reachable from an output, sorted by
+that number, *are* the tape in recording order.  A node is kept alive only by the
+values that descend from it: code evaluated in a loop without ``back`` frees its
+entries as soon as their results are dropped (Tracker.jl's design, rather than an
+append-only list that would need explicit clearing).
+
+Nesting works by trace levels (HIPS autograd's design): a value tracked at level
+``L`` wraps a value that may itself be tracked at a lower level.  An operation is
+recorded at the highest level among its arguments; lower-level tracked arguments
+are constants there, and computing the operation on them records it at their own
+level too.  Pullbacks are written with NumPy operations, so a backward pass run on
+cotangents tracked at an outer level is itself recorded on the outer tape.
+
+This module knows nothing of NumPy's function list; rules live in ``tracked.rules``.
+"""
+import itertools
+import threading
+
+import numpy as np
+
+_seq = itertools.count()          # next() is atomic under the GIL: safe across threads
+_levels = itertools.count(1)      # level 0 is every thread's base tape (``param``)
+_state = threading.local()        # per-thread switches: recording paused, active recorder
+_paused_threads = 0               # how many threads pause recording now: 0 skips the lookup
+
+
+class GraphReleasedError(RuntimeError):
+    """Raised when ``back`` runs through entries a previous ``back`` released."""
+
+
+class Node:
+    """One tape entry.  A leaf has ``prim is None``; its ``grad`` is a buffer or None."""
+
+    __slots__ = ('prim', 'args', 'kwargs', 'ans', 'parents', 'seq', 'level', 'grad')
+
+    def __init__(self, prim, args, kwargs, ans, parents, level):
+        self.prim = prim
+        self.args = args
+        self.kwargs = kwargs
+        self.ans = ans
+        self.parents = parents      # tuple of (argument position, parent node)
+        self.level = level
+        self.seq = next(_seq)
+        self.grad = None
+
+    def __repr__(self):
+        name = 'leaf' if self.prim is None else getattr(self.prim, 'name', self.prim)
+        return f'<Node #{self.seq} {name} level={self.level} shape={np.shape(self.ans)}>'
+
+
+_RELEASED = object()
+
+
+def new_level():
+    """A fresh trace level, above every level that exists so far."""
+    return next(_levels)
+
+
+def recording_paused():
+    return getattr(_state, 'paused', False)
+
+
+class pause_recording:
+    """Context manager: operations inside compute plain values and record nothing."""
+
+    def __enter__(self):
+        global _paused_threads
+        self._prev = getattr(_state, 'paused', False)
+        _state.paused = True
+        _paused_threads += 1
+
+    def __exit__(self, *exc):
+        global _paused_threads
+        _state.paused = self._prev
+        _paused_threads -= 1
+
+
+def active_recorder():
+    """The innermost ``GradientTape`` recording on this thread, or None."""
+    stack = getattr(_state, 'recorders', None)
+    return stack[-1] if stack else None
+
+
+def push_recorder(rec):
+    stack = getattr(_state, 'recorders', None)
+    if stack is None:
+        stack = _state.recorders = []
+    stack.append(rec)
+
+
+def pop_recorder(rec):
+    stack = _state.recorders
+    assert stack and stack[-1] is rec
+    stack.pop()
+
+
+def shape_of(x):
+    return getattr(x, 'shape', ())
+
+
+def unbroadcast(g, shape):
+    """Sum ``g`` over the axes that broadcasting added to an input of ``shape``.
+
+    Written with ``np.sum``/``np.reshape`` so that it is recorded like any pullback
+    when ``g`` is tracked at an outer level.
+    """
+    gshape = shape_of(g)
+    if gshape == shape:
+        return g
+    extra = len(gshape) - len(shape)
+    axes = tuple(range(extra)) + tuple(
+        extra + i for i, n in enumerate(shape) if n == 1 and gshape[extra + i] != 1)
+    if axes:
+        g = np.sum(g, axis=axes)
+    if shape_of(g) != shape:
+        g = np.reshape(g, shape)
+    return g
+
+
+def reachable(root):
+    """Nodes reachable from ``root`` through parents at its level, latest first."""
+    seen = {root}
+    stack = [root]
+    order = []
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        for _, parent in node.parents:
+            if parent not in seen:
+                seen.add(parent)
+                stack.append(parent)
+    order.sort(key=_seq_key, reverse=True)
+    return order
+
+
+def _seq_key(node):
+    return node.seq
+
+
+def backward(root, seed, retain=False):
+    """Propagate ``seed`` from ``root`` back through the tape.
+
+    Returns ``{leaf node: cotangent}`` for the leaves that were reached.  Iterative,
+    so a tape of millions of entries needs no deep recursion.  Unless ``retain``,
+    every non-leaf entry used is released afterwards.
+    """
+    order = reachable(root)
+    cts = {root: seed}
+    leaves = {}
+    for node in order:
+        g = cts.pop(node, None)
+        if g is None:
+            continue
+        prim = node.prim
+        if prim is None:
+            leaves[node] = g
+            continue
+        if prim is _RELEASED:
+            raise GraphReleasedError(
+                'back() reached a tape entry that an earlier back() released. '
+                'Pass retain_graph=True to the first back() to run it again, '
+                'or recompute the value.')
+        vjps = prim.vjps
+        args, kwargs, ans = node.args, node.kwargs, node.ans
+        for pos, parent in node.parents:
+            gi = vjps[pos](g, ans, *args, **kwargs)
+            if gi is None:
+                continue
+            pshape = parent.ans.shape
+            if getattr(gi, 'shape', ()) != pshape:
+                gi = unbroadcast(gi, pshape)
+            prev = cts.get(parent)
+            cts[parent] = gi if prev is None else prev + gi
+    if not retain:
+        # Only after success: a failed back() leaves the graph usable for a retry.
+        for node in order:
+            if node.prim is not None:
+                node.prim = _RELEASED
+                node.args = node.kwargs = None
+    return leaves

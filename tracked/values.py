@@ -1,0 +1,481 @@
+"""Tracked values: ``TrackedArray`` and ``TrackedReal``, NumPy dispatch, ``param``/``back``.
+
+A tracked value is a thin box around a tape ``Node``; its value is ``node.ans``.
+Operators and NumPy's protocols (``__array_ufunc__``, ``__array_function__``) route
+every call to ``apply``, which looks the callable up in the rule registry and
+records one node.  Nothing here lists NumPy functions: that is the rules' job.
+"""
+import operator
+
+import numpy as np
+
+from . import registry
+from . import tape as _tape
+from .tape import Node, backward, recording_paused, active_recorder
+
+__all__ = ['Tracked', 'TrackedArray', 'TrackedReal', 'param', 'back', 'istracked',
+           'apply', 'call']
+
+
+# --------------------------------------------------------------------------
+# Recording one operation
+# --------------------------------------------------------------------------
+
+def apply(prim, args, kwargs):
+    """Run primitive ``prim`` on ``args`` and record it at the highest level among them."""
+    # The hot path of the eager tape: every line here costs on each operation.
+    level = -1
+    for a in args:
+        if isinstance(a, Tracked):
+            lv = a._node.level
+            if lv > level:
+                level = lv
+    if level < 0:
+        return prim.fn(*args, **kwargs)
+    if _tape._paused_threads and recording_paused():
+        return prim.fn(*[plain(a) for a in args], **kwargs)
+    if kwargs:
+        for v in kwargs.values():
+            if isinstance(v, Tracked):
+                raise TypeError(f'{prim.name}: pass tracked values as positional arguments, '
+                                f'not as keyword arguments')
+    vals = []
+    parents = []
+    nested = False
+    vjps = prim.vjps
+    nv = len(vjps)
+    i = 0
+    for a in args:
+        if isinstance(a, Tracked):
+            n = a._node
+            if n.level == level:
+                a = n.ans
+                if isinstance(a, Tracked):
+                    nested = True
+                if i < nv and vjps[i] is not None:
+                    parents.append((i, n))
+            else:
+                nested = True
+        vals.append(a)
+        i += 1
+    # A custom rule (``direct``) runs its own forward on lower-level tracked values, so
+    # that the pullback it returns closes over them and is itself differentiable.
+    ans = apply(prim, vals, kwargs) if nested and not prim.direct else prim.fn(*vals, **kwargs)
+    if not parents:
+        return ans
+    if ans.dtype.kind == 'c':
+        raise TypeError(f'{prim.name} produced a complex result; complex values are not '
+                        f'supported by tracked yet')
+    node = Node(prim, vals, kwargs, ans, parents, level)
+    if prim.view:
+        for _, p in parents:
+            if p.prim is not None:
+                p.grad = _VIEWED
+    t = object.__new__(TrackedReal if ans.ndim == 0 else TrackedArray)
+    t._node = node
+    return t
+
+
+_VIEWED = 'viewed'   # marker in a non-leaf node's unused grad slot: something views it
+
+
+def call(fun, *args, **kwargs):
+    """Call NumPy callable ``fun`` with tracked arguments through the registry."""
+    rule = registry.RULES.get(fun)
+    if rule is None:
+        if fun in registry.NONDIFF:
+            return call_nondiff(fun, args, kwargs)
+        raise TypeError(_no_rule_message(fun))
+    if type(rule) is registry.Primitive:
+        return apply(rule, args, kwargs)
+    return rule(*args, **kwargs)
+
+
+def call_nondiff(fun, args, kwargs):
+    rec = active_recorder()
+    if rec is not None:
+        return rec.nondiff(fun, args, kwargs)
+    return fun(*plain(args), **plain(kwargs))
+
+
+def _no_rule_message(fun):
+    name = registry._name(fun) if callable(fun) else str(fun)
+    return (f'tracked has no derivative rule for {name}. Define one with @tr.rule '
+            f'(a forward function returning (value, pullback)), or call it on '
+            f'tr.data(x) if you do not need its gradient.')
+
+
+def plain(x):
+    """Strip every level of tracking from ``x`` (recursing into lists, tuples, dicts)."""
+    while isinstance(x, Tracked):
+        x = x._node.ans
+    if type(x) in (list, tuple):
+        return type(x)(plain(v) for v in x)
+    if type(x) is dict:
+        return {k: plain(v) for k, v in x.items()}
+    return x
+
+
+def box(ans, node):
+    cls = TrackedReal if ans.ndim == 0 else TrackedArray
+    t = object.__new__(cls)
+    t._node = node
+    return t
+
+
+# --------------------------------------------------------------------------
+# The tracked types
+# --------------------------------------------------------------------------
+
+def _binop(uf):
+    def forward(self, other):
+        return call(uf, self, other)
+
+    def reflected(self, other):
+        return call(uf, other, self)
+    return forward, reflected
+
+
+def _inplace(uf):
+    def method(self, other):
+        self._mutate(call(uf, self, other))
+        return self
+    return method
+
+
+def _compare(uf):
+    def method(self, other):
+        return call_nondiff(uf, (self, other), {})
+    return method
+
+
+class Tracked:
+    """Base of ``TrackedArray`` and ``TrackedReal``: a value recorded on the tape."""
+
+    __slots__ = ('_node', '__weakref__')
+    __array_priority__ = 1000.0
+    __hash__ = object.__hash__
+
+    # -- value and metadata -------------------------------------------------
+    @property
+    def data(self):
+        """The value without tracking (one level down under nesting)."""
+        return self._node.ans
+
+    @property
+    def grad(self):
+        """The accumulated gradient of a leaf made by ``param`` (None for other values)."""
+        g = self._node.grad
+        if g is None or g is _VIEWED:
+            return None
+        return g[()] if g.ndim == 0 else g
+
+    @grad.setter
+    def grad(self, value):
+        node = self._node
+        if node.prim is not None:
+            raise AttributeError('only leaves made by tr.param hold a gradient buffer')
+        node.grad[...] = plain(value)
+
+    shape = property(lambda self: self._node.ans.shape)
+    dtype = property(lambda self: self._node.ans.dtype)
+    ndim = property(lambda self: self._node.ans.ndim)
+    size = property(lambda self: self._node.ans.size)
+    T = property(lambda self: call(np.transpose, self))
+    mT = property(lambda self: call(np.swapaxes, self, -1, -2))
+
+    def __len__(self):
+        return len(self._node.ans)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __repr__(self):
+        return f'{type(self).__name__}({self._node.ans!r}) (tracked)'
+
+    def __format__(self, spec):
+        return format(plain(self), spec) if spec else repr(self)
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError('a tracked value cannot be converted to a plain NumPy array '
+                        'silently: that would drop its gradient. Use tr.data(x) for the '
+                        'value, or keep the computation in NumPy functions that tracked '
+                        'differentiates.')
+
+    # -- concretisation (guards in recorded tapes) ---------------------------
+    def _concrete(self, kind):
+        value = plain(self)
+        rec = active_recorder()
+        if rec is not None:
+            rec.concretize(self, kind, value)
+        return value
+
+    def __bool__(self):
+        return bool(self._concrete('bool'))
+
+    def __float__(self):
+        return float(self._concrete('float'))
+
+    def __int__(self):
+        return int(self._concrete('int'))
+
+    def __index__(self):
+        value = self._concrete('index')
+        if getattr(value, 'dtype', np.dtype(float)).kind not in 'iub':
+            raise TypeError('only integer tracked scalars can be used as an index')
+        return operator.index(value)
+
+    def item(self, *args):
+        return self._concrete('item').item(*args) if hasattr(plain(self), 'item') \
+            else self._concrete('item')
+
+    def tolist(self):
+        return np.asarray(self._concrete('item')).tolist()
+
+    # -- NumPy protocols -----------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if kwargs.get('out') is not None:
+            raise TypeError(f'np.{ufunc.__name__}(..., out=...) cannot write a tracked '
+                            f'result into an array; use y = np.{ufunc.__name__}(...) instead')
+        if method == '__call__':
+            return call(ufunc, *inputs, **kwargs)
+        table = {'reduce': registry.REDUCE, 'accumulate': registry.ACCUMULATE}.get(method)
+        if table is not None and ufunc in table:
+            kwargs.pop('out', None)
+            if kwargs.get('dtype') is not None:
+                raise TypeError(f'np.{ufunc.__name__}.{method}: dtype= is not supported '
+                                f'on tracked values; use .astype first')
+            kwargs.pop('dtype', None)
+            return call(table[ufunc], *inputs, **kwargs)
+        raise TypeError(f'tracked has no derivative rule for np.{ufunc.__name__}.{method}. '
+                        f'Define one with @tr.rule, or call it on tr.data(x).')
+
+    def __array_function__(self, func, types, args, kwargs):
+        return call(func, *args, **kwargs)
+
+    # -- operators ------------------------------------------------------------
+    __add__, __radd__ = _binop(np.add)
+    __sub__, __rsub__ = _binop(np.subtract)
+    __mul__, __rmul__ = _binop(np.multiply)
+    __truediv__, __rtruediv__ = _binop(np.true_divide)
+    __pow__, __rpow__ = _binop(np.power)
+    __matmul__, __rmatmul__ = _binop(np.matmul)
+    __mod__, __rmod__ = _binop(np.remainder)
+    __floordiv__, __rfloordiv__ = _binop(np.floor_divide)
+    __iadd__ = _inplace(np.add)
+    __isub__ = _inplace(np.subtract)
+    __imul__ = _inplace(np.multiply)
+    __itruediv__ = _inplace(np.true_divide)
+    __ipow__ = _inplace(np.power)
+    __imatmul__ = _inplace(np.matmul)
+    __lt__ = _compare(np.less)
+    __le__ = _compare(np.less_equal)
+    __gt__ = _compare(np.greater)
+    __ge__ = _compare(np.greater_equal)
+    __eq__ = _compare(np.equal)
+    __ne__ = _compare(np.not_equal)
+
+    def __neg__(self):
+        return call(np.negative, self)
+
+    def __pos__(self):
+        return call(np.positive, self)
+
+    def __abs__(self):
+        return call(np.absolute, self)
+
+    # -- indexing and mutation ---------------------------------------------------
+    def __getitem__(self, idx):
+        return call(operator.getitem, self, _plain_index(self, idx))
+
+    def __setitem__(self, idx, value):
+        self._mutate(call(operator.setitem, self, _plain_index(self, idx), value))
+
+    def _mutate(self, new):
+        """Point this box at ``new``'s entry: in-place syntax, functional recording.
+
+        The old entry stays on the tape untouched, so pullbacks that saved the old
+        value stay correct.  What cannot be made correct is refused: a leaf (its
+        gradient buffer would silently detach) and memory shared with a view
+        (NumPy would change the other array too, the tape would not).
+        """
+        node = self._node
+        if node.prim is None:
+            raise ValueError('in-place change of a leaf made by tr.param: the tape cannot '
+                             'record it. Update its value with tr.data(x)[...] = ..., or '
+                             'compute a new array (y = x + v).')
+        if node.grad is _VIEWED or getattr(node.prim, 'view', False):
+            raise ValueError('in-place change of a tracked array that shares memory with '
+                             'another (a view such as x[1:], x.T or x.reshape(...)): NumPy '
+                             'would change both. Call .copy() first, or compute a new array.')
+        if not isinstance(new, Tracked):
+            raise TypeError('in-place operation produced an untracked value')
+        if new.dtype != self.dtype:
+            new = call(np.ndarray.astype, new, self.dtype)
+        if new.shape != self.shape:
+            raise ValueError(f'in-place operation would change the shape from {self.shape} '
+                             f'to {new.shape}')
+        self._node = new._node
+
+    # -- methods ---------------------------------------------------------------
+    def sum(self, *a, **k): return np.sum(self, *a, **k)
+    def mean(self, *a, **k): return np.mean(self, *a, **k)
+    def prod(self, *a, **k): return np.prod(self, *a, **k)
+    def max(self, *a, **k): return np.max(self, *a, **k)
+    def min(self, *a, **k): return np.min(self, *a, **k)
+    def var(self, *a, **k): return np.var(self, *a, **k)
+    def std(self, *a, **k): return np.std(self, *a, **k)
+    def cumsum(self, *a, **k): return np.cumsum(self, *a, **k)
+    def cumprod(self, *a, **k): return np.cumprod(self, *a, **k)
+    def dot(self, other): return np.dot(self, other)
+    def clip(self, *a, **k): return np.clip(self, *a, **k)
+    def ravel(self): return np.ravel(self)
+    def flatten(self): return np.ravel(self).copy()
+    def squeeze(self, *a, **k): return np.squeeze(self, *a, **k)
+    def swapaxes(self, a1, a2): return np.swapaxes(self, a1, a2)
+    def trace(self, *a, **k): return np.trace(self, *a, **k)
+    def diagonal(self, *a, **k): return np.diagonal(self, *a, **k)
+    def round(self, *a, **k): return np.round(self, *a, **k)
+    def argmax(self, *a, **k): return np.argmax(self, *a, **k)
+    def argmin(self, *a, **k): return np.argmin(self, *a, **k)
+    def argsort(self, *a, **k): return np.argsort(self, *a, **k)
+    def nonzero(self): return np.nonzero(self)
+    def any(self, *a, **k): return np.any(self, *a, **k)
+    def all(self, *a, **k): return np.all(self, *a, **k)
+    def copy(self): return np.copy(self)
+    def take(self, *a, **k): return np.take(self, *a, **k)
+
+    def astype(self, dtype, **kwargs):
+        return call(np.ndarray.astype, self, np.dtype(dtype))
+
+    def reshape(self, *shape, **kwargs):
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = shape[0]
+        return np.reshape(self, shape, **kwargs)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+            axes = axes[0]
+        return np.transpose(self, axes or None)
+
+    def back(self, dy=None, retain_graph=False):
+        """``y.back(dy=None)``: same as ``tr.back(y, dy)``."""
+        back(self, dy, retain_graph=retain_graph)
+
+
+class TrackedArray(Tracked):
+    """An n-dimensional array recorded on the tape.
+
+    >>> import numpy as np, tracked as tr
+    >>> x = tr.param(np.array([1.0, 2.0]))
+    >>> y = np.sum(x * x); y.back(); x.grad
+    array([2., 4.])
+    """
+    __slots__ = ()
+
+
+class TrackedReal(Tracked):
+    """A 0-dimensional (scalar) value recorded on the tape.
+
+    >>> import tracked as tr
+    >>> x = tr.param(3.0)
+    >>> (x * x).back(); float(x.grad)
+    6.0
+    """
+    __slots__ = ()
+
+
+def _plain_index(self, idx):
+    """Indices are constants of the tape; a tracked index is read (a guard when recording)."""
+    if isinstance(idx, Tracked):
+        return plain(idx) if active_recorder() is None else idx._concrete('index-array')
+    if type(idx) is tuple:
+        return tuple(_plain_index(self, i) for i in idx)
+    return idx
+
+
+# --------------------------------------------------------------------------
+# Leaves, param and back
+# --------------------------------------------------------------------------
+
+def as_value(x, int_to_float=True):
+    """Normalise ``x`` into a NumPy array (or NumPy scalar for 0-d) suitable for a leaf."""
+    if isinstance(x, Tracked):
+        raise TypeError('value is already tracked; use tr.data(x) to start a new leaf')
+    arr = np.asarray(x)
+    kind = arr.dtype.kind
+    if kind == 'c':
+        raise TypeError('complex values are not supported by tracked yet; '
+                        'split them into real and imaginary parts')
+    if kind not in 'fiub':
+        raise TypeError(f'expected a real number or array of real numbers, got {type(x).__name__} '
+                        f'with dtype {arr.dtype}')
+    if kind in 'iub' and (int_to_float or kind == 'b'):
+        arr = arr.astype(np.float64)
+    if isinstance(x, np.ndarray) and arr is x and arr.ndim > 0:
+        return arr
+    return arr[()] if arr.ndim == 0 else arr
+
+
+def leaf(value, level):
+    """A new leaf at ``level`` holding ``value`` (already normalised), without a grad buffer."""
+    return box(value, Node(None, None, None, value, (), level))
+
+
+def param(x):
+    """``param(x)``: a leaf of the tape whose gradient ``back`` accumulates in ``.grad``.
+
+    Float arrays keep their dtype; integer and bool input becomes float64.
+
+    >>> import numpy as np, tracked as tr
+    >>> W = tr.param(np.ones((2, 3)))
+    >>> W.grad
+    array([[0., 0., 0.],
+           [0., 0., 0.]])
+    """
+    value = as_value(x)
+    t = leaf(value, 0)
+    t._node.grad = np.zeros(np.shape(value), dtype=getattr(value, 'dtype', np.float64))
+    return t
+
+
+def istracked(x):
+    """``istracked(x)``: whether ``x`` is a tracked value.
+
+    >>> import tracked as tr
+    >>> tr.istracked(tr.param(1.0)), tr.istracked(1.0)
+    (True, False)
+    """
+    return isinstance(x, Tracked)
+
+
+def back(y, dy=None, retain_graph=False):
+    """``back(y, dy=None)``: accumulate ``dy``-weighted gradients of ``y`` into its leaves.
+
+    ``dy`` defaults to 1 for a scalar ``y`` and is required otherwise.  The entries
+    used are released unless ``retain_graph=True``.
+
+    >>> import numpy as np, tracked as tr
+    >>> x = tr.param(np.array([1.0, 2.0, 3.0]))
+    >>> tr.back(np.sum(x ** 2)); x.grad
+    array([2., 4., 6.])
+    """
+    if not isinstance(y, Tracked):
+        raise TypeError(f'back expects a tracked value, got {type(y).__name__}: nothing '
+                        f'that produced it was tracked (did you call tr.param?)')
+    node = y._node
+    ans = node.ans
+    if dy is None:
+        if getattr(ans, 'ndim', 0) != 0:
+            raise ValueError(f'back(y) needs dy for a y of shape {y.shape}: pass '
+                             f'back(y, dy) with dy of that shape, or reduce y to a scalar')
+        seed = np.ones((), dtype=plain(ans).dtype)[()]
+    else:
+        seed = dy if isinstance(dy, Tracked) else np.asarray(dy, dtype=plain(ans).dtype)
+        if seed.shape != y.shape:
+            raise ValueError(f'back(y, dy): dy has shape {seed.shape}, y has shape {y.shape}')
+    for leafnode, g in backward(node, seed, retain=retain_graph).items():
+        buf = leafnode.grad
+        if buf is not None:
+            buf += plain(g)
