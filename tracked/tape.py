@@ -18,6 +18,7 @@ cotangents tracked at an outer level is itself recorded on the outer tape.
 This module knows nothing of NumPy's function list; rules live in ``tracked.rules``.
 """
 import itertools
+import operator
 import threading
 
 import numpy as np
@@ -26,6 +27,7 @@ _seq = itertools.count()          # next() is atomic under the GIL: safe across 
 _levels = itertools.count(1)      # level 0 is every thread's base tape (``param``)
 _state = threading.local()        # per-thread switches: recording paused, active recorder
 _paused_threads = 0               # how many threads pause recording now: 0 skips the lookup
+_recording_threads = 0            # how many threads record a GradientTape now: 0 skips the lookup
 
 
 class GraphReleasedError(RuntimeError):
@@ -50,9 +52,6 @@ class Node:
     def __repr__(self):
         name = 'leaf' if self.prim is None else getattr(self.prim, 'name', self.prim)
         return f'<Node #{self.seq} {name} level={self.level} shape={np.shape(self.ans)}>'
-
-
-_RELEASED = object()
 
 
 def new_level():
@@ -86,16 +85,20 @@ def active_recorder():
 
 
 def push_recorder(rec):
+    global _recording_threads
     stack = getattr(_state, 'recorders', None)
     if stack is None:
         stack = _state.recorders = []
     stack.append(rec)
+    _recording_threads += 1
 
 
 def pop_recorder(rec):
+    global _recording_threads
     stack = _state.recorders
     assert stack and stack[-1] is rec
     stack.pop()
+    _recording_threads -= 1
 
 
 def shape_of(x):
@@ -125,20 +128,16 @@ def reachable(root):
     """Nodes reachable from ``root`` through parents at its level, latest first."""
     seen = {root}
     stack = [root]
-    order = []
+    add, push, pop = seen.add, stack.append, stack.pop
     while stack:
-        node = stack.pop()
-        order.append(node)
-        for _, parent in node.parents:
+        for _, parent in pop().parents:
             if parent not in seen:
-                seen.add(parent)
-                stack.append(parent)
-    order.sort(key=_seq_key, reverse=True)
-    return order
+                add(parent)
+                push(parent)
+    return sorted(seen, key=_seq_key, reverse=True)
 
 
-def _seq_key(node):
-    return node.seq
+_seq_key = operator.attrgetter('seq')
 
 
 def backward(root, seed, retain=False):
@@ -155,19 +154,19 @@ def backward(root, seed, retain=False):
         g = cts.pop(node, None)
         if g is None:
             continue
-        prim = node.prim
-        if prim is None:
-            leaves[node] = g
-            continue
-        if prim is _RELEASED:
+        args = node.args
+        if args is None:            # a leaf, or an entry released by an earlier back()
+            if node.prim is None:
+                leaves[node] = g
+                continue
             raise GraphReleasedError(
                 'back() reached a tape entry that an earlier back() released. '
                 'Pass retain_graph=True to the first back() to run it again, '
                 'or recompute the value.')
-        vjps = prim.vjps
-        args, kwargs, ans = node.args, node.kwargs, node.ans
+        vjps = node.prim.vjps
+        kwargs, ans = node.kwargs, node.ans
         for pos, parent in node.parents:
-            gi = vjps[pos](g, ans, *args, **kwargs)
+            gi = vjps[pos](g, ans, *args, **kwargs) if kwargs else vjps[pos](g, ans, *args)
             if gi is None:
                 continue
             pshape = parent.ans.shape
@@ -175,10 +174,6 @@ def backward(root, seed, retain=False):
                 gi = unbroadcast(gi, pshape)
             prev = cts.get(parent)
             cts[parent] = gi if prev is None else prev + gi
-    if not retain:
-        # Only after success: a failed back() leaves the graph usable for a retry.
-        for node in order:
-            if node.prim is not None:
-                node.prim = _RELEASED
-                node.args = node.kwargs = None
+        if not retain:
+            node.args = None        # release what the pullbacks saved
     return leaves

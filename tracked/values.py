@@ -76,6 +76,29 @@ def apply(prim, args, kwargs):
     return t
 
 
+def _fast(self):
+    """Whether ``self``'s operation can skip ``apply``'s general path.
+
+    The fast path serves the commonest eager case (one tracked operand holding a
+    plain value, nothing paused or recording); everything else takes ``apply``.
+    """
+    return not (_tape._paused_threads or _tape._recording_threads
+                or isinstance(self._node.ans, Tracked))
+
+
+def _record1(prim, vals, ans, node):
+    """Record ``prim`` with one tracked operand (``node``, at position 0)."""
+    if ans.dtype.kind == 'c':
+        raise TypeError(f'{prim.name} produced a complex result; complex values are not '
+                        f'supported by tracked yet')
+    t = object.__new__(TrackedReal if ans.ndim == 0 else TrackedArray)
+    t._node = Node(prim, vals, _NOKW, ans, ((0, node),), node.level)
+    return t
+
+
+_NOKW = {}
+
+
 _VIEWED = 'viewed'   # marker in a non-leaf node's unused grad slot: something views it
 
 
@@ -129,6 +152,11 @@ def box(ans, node):
 
 def _binop(uf):
     def forward(self, other):
+        if not isinstance(other, Tracked) and _fast(self):
+            prim = registry.RULES.get(uf)
+            if type(prim) is registry.Primitive:
+                v = self._node.ans
+                return _record1(prim, (v, other), prim.fn(v, other), self._node)
         return call(uf, self, other)
 
     def reflected(self, other):
@@ -235,6 +263,11 @@ class Tracked:
 
     # -- NumPy protocols -----------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method == '__call__' and not kwargs and len(inputs) == 1 and _fast(self):
+            prim = registry.RULES.get(ufunc)
+            if type(prim) is registry.Primitive:
+                v = self._node.ans
+                return _record1(prim, (v,), prim.fn(v), self._node)
         if kwargs.get('out') is not None:
             raise TypeError(f'np.{ufunc.__name__}(..., out=...) cannot write a tracked '
                             f'result into an array; use y = np.{ufunc.__name__}(...) instead')

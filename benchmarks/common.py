@@ -1,0 +1,61 @@
+"""Shared benchmark plumbing: timing medians, malloc settings, optional peers.
+
+Every workload module exposes ``run(report)`` and calls ``report(workload, impl, us)``
+once per implementation; ``run.py`` prints the table with ratios measured in the same
+run (the machine is noisy: absolute times are not comparable between runs).
+"""
+import ctypes
+import importlib
+import os
+import time
+
+import numpy as np
+
+
+def fix_malloc():
+    """Stop glibc from returning ~1 MB NumPy temporaries to the OS on every call.
+
+    Without this, large temporaries page-fault on each call (a 7x swing measured on
+    W3 with n=1e5) depending on which libraries happened to be imported.
+    """
+    try:
+        libc = ctypes.CDLL('libc.so.6')
+    except OSError:
+        return False
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    ok = libc.mallopt(M_MMAP_THRESHOLD, 256 * 1024 * 1024)
+    ok &= libc.mallopt(M_TRIM_THRESHOLD, 512 * 1024 * 1024)
+    return bool(ok)
+
+
+def single_thread():
+    for var in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS',
+                'NUMBA_NUM_THREADS', 'XLA_FLAGS'):
+        os.environ.setdefault(var, '1' if var != 'XLA_FLAGS' else
+                              '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1')
+
+
+def median_us(fn, min_time=0.3, max_repeats=2000, warmup=3):
+    """Median wall time of ``fn()`` in microseconds."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    start = time.perf_counter()
+    while len(times) < max_repeats and (time.perf_counter() - start < min_time or len(times) < 7):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) * 1e6
+
+
+def peer(name):
+    """The peer module if installed, else None (peers are optional extras)."""
+    try:
+        mod = importlib.import_module(name)
+    except Exception:
+        return None
+    if name == 'torch':
+        mod.set_num_threads(1)
+    if name == 'jax':
+        mod.config.update('jax_enable_x64', True)
+    return mod

@@ -1,0 +1,148 @@
+"""W1-W3 on the eager tape, beside plain NumPy, hand-written gradients and peers."""
+import numpy as np
+
+import tracked as tr
+from common import median_us, peer
+
+# -------------------------------------------------------------------- W1 ------
+W1_STEPS = 200
+W1_OPS = 3 * W1_STEPS + 2        # sin, *, + per step; then x * x and sum
+
+
+def w1_f(x, xp=np):
+    for _ in range(W1_STEPS):
+        x = xp.sin(x) * 1.01 + 0.1
+    return xp.sum(x * x)
+
+
+def w1_numpy_grad(x):
+    xs = []
+    for _ in range(W1_STEPS):
+        xs.append(x)
+        x = np.sin(x) * 1.01 + 0.1
+    val = np.sum(x * x)
+    g = 2 * x
+    for xi in reversed(xs):
+        g = g * 1.01 * np.cos(xi)
+    return val, g
+
+
+def w1(report, x0):
+    name = 'W1 µs/op'
+    per_op = lambda us: us / W1_OPS   # noqa: E731
+    report(name, 'NumPy forward (no gradient)', per_op(median_us(lambda: w1_f(x0))))
+    report(name, 'hand-written NumPy gradient', per_op(median_us(lambda: w1_numpy_grad(x0))))
+
+    def tracked_eager():
+        x = tr.param(x0)
+        tr.back(w1_f(x))
+        return x.grad
+    report(name, 'tracked eager (param/back)', per_op(median_us(tracked_eager)))
+    _peers(report, name, w1_f, (x0,), per_op)
+
+
+# -------------------------------------------------------------------- W2 ------
+def w2_init(rng):
+    sizes = [784, 256, 128, 10]
+    params = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        params += [rng.standard_normal((a, b)) / np.sqrt(a), np.zeros(b)]
+    x = rng.standard_normal((128, 784))
+    y = np.eye(10)[rng.integers(0, 10, 128)]
+    return params, x, y
+
+
+def w2_loss(W1, b1, W2, b2, W3, b3, x, y, xp=np):
+    h = xp.tanh(x @ W1 + b1)
+    h = xp.tanh(h @ W2 + b2)
+    z = h @ W3 + b3
+    z = z - xp.max(z, axis=1, keepdims=True)
+    logp = z - xp.log(xp.sum(xp.exp(z), axis=1, keepdims=True))
+    return -xp.sum(logp * y) / x.shape[0]
+
+
+def w2_numpy_grad(W1, b1, W2, b2, W3, b3, x, y):
+    h1 = np.tanh(x @ W1 + b1)
+    h2 = np.tanh(h1 @ W2 + b2)
+    z = h2 @ W3 + b3
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    p = e / e.sum(axis=1, keepdims=True)
+    n = x.shape[0]
+    loss = -np.sum((z - np.log(e.sum(axis=1, keepdims=True))) * y) / n
+    dz = (p - y) / n
+    dW3, db3 = h2.T @ dz, dz.sum(0)
+    dh2 = (dz @ W3.T) * (1 - h2 ** 2)
+    dW2, db2 = h1.T @ dh2, dh2.sum(0)
+    dh1 = (dh2 @ W2.T) * (1 - h1 ** 2)
+    dW1, db1 = x.T @ dh1, dh1.sum(0)
+    return loss, (dW1, db1, dW2, db2, dW3, db3)
+
+
+def w2(report, rng):
+    params, x, y = w2_init(rng)
+    name = 'W2 MLP step'
+    report(name, 'NumPy forward (no gradient)', median_us(lambda: w2_loss(*params, x, y)))
+    report(name, 'hand-written NumPy gradient', median_us(lambda: w2_numpy_grad(*params, x, y)))
+    report(name, 'tracked eager (withgradient)',
+           median_us(lambda: tr.withgradient(lambda *p: w2_loss(*p, x, y), *params)))
+    _peers(report, name, lambda *a: w2_loss(*a), (*params, x, y), nargs=len(params))
+
+
+# -------------------------------------------------------------------- W3 ------
+def w3_f(x, xp=np):
+    return xp.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+
+
+def w3_numpy_grad(x):
+    a = x[1:] - x[:-1] ** 2
+    b = 1 - x[:-1]
+    val = np.sum(100 * a * a + b * b)
+    g = np.zeros_like(x)
+    g[1:] += 200 * a
+    g[:-1] += -400 * a * x[:-1] - 2 * b
+    return val, g
+
+
+def w3(report, rng, n):
+    x0 = rng.standard_normal(n)
+    name = f'W3 n={n:g}'
+    report(name, 'hand-written NumPy gradient', median_us(lambda: w3_numpy_grad(x0)))
+    report(name, 'NumPy forward (no gradient)', median_us(lambda: w3_f(x0)))
+    report(name, 'tracked eager (withgradient)', median_us(lambda: tr.withgradient(w3_f, x0)))
+    _peers(report, name, w3_f, (x0,))
+
+
+# ------------------------------------------------------------------ peers -----
+def _peers(report, name, f, args, scale=lambda us: us, nargs=None):
+    """autograd and PyTorch eager, when installed (jax.jit is in compiled.py)."""
+    nargs = len(args) if nargs is None else nargs
+    ag = peer('autograd')
+    if ag is not None:
+        import autograd.numpy as anp
+        g = ag.value_and_grad(lambda *a: f(*a, xp=anp), list(range(nargs)))
+        report(name, 'HIPS autograd', scale(median_us(lambda: g(*args))))
+    torch = peer('torch')
+    if torch is not None:
+        targs = [torch.tensor(a) for a in args]
+
+        def run():
+            ps = [a.detach().requires_grad_() for a in targs[:nargs]]
+            v = f(*ps, *targs[nargs:], xp=torch)
+            v.backward()
+            return [p.grad for p in ps]
+        try:
+            report(name, 'PyTorch eager (1 thread)', scale(median_us(run)))
+        except Exception as e:   # a workload spelled with NumPy-only calls
+            print(f'  (PyTorch skipped on {name}: {e})')
+
+
+def run(report, wanted):
+    rng = np.random.default_rng(0)
+    if not wanted or 'W1' in wanted:
+        w1(report, rng.standard_normal(10))
+    if not wanted or 'W2' in wanted:
+        w2(report, rng)
+    if not wanted or 'W3' in wanted:
+        w3(report, rng, 100)
+        w3(report, rng, 100_000)

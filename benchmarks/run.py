@@ -1,0 +1,48 @@
+"""Run the benchmark workloads of shared/BENCHMARKS.md and print ratios from one run.
+
+    python benchmarks/run.py            # every workload
+    python benchmarks/run.py W1 W3      # a selection
+
+Each row: median µs per call, and the ratio to the workload's reference (the first
+implementation reported: plain NumPy forward or hand-written gradient, as named).
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import fix_malloc, single_thread  # noqa: E402
+
+single_thread()
+MALLOC_FIXED = fix_malloc()
+
+import importlib  # noqa: E402
+
+MODULES = ['eager', 'hessian', 'compiled']
+
+
+def main(argv):
+    wanted = {a.upper() for a in argv}
+    rows = []
+
+    def report(workload, impl, us, note=''):
+        if wanted and workload.split()[0] not in wanted:
+            return
+        rows.append((workload, impl, us, note))
+        ref = next(r for r in rows if r[0] == workload)
+        print(f'{workload:<14} {impl:<34} {us:>12.1f} µs   {us / ref[2]:>7.2f}x {ref[1]}'
+              f'{"   " + note if note else ""}', flush=True)
+
+    print(f'malloc thresholds fixed: {MALLOC_FIXED}; one thread per library')
+    for name in MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == name:
+                continue
+            raise
+        mod.run(report, wanted)
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])
