@@ -228,8 +228,8 @@ class Tracked:
     def __array__(self, *args, **kwargs):
         raise TypeError('a tracked value cannot be converted to a plain NumPy array '
                         'silently: that would drop its gradient. Use tr.data(x) for the '
-                        'value, or keep the computation in NumPy functions that tracked '
-                        'differentiates.')
+                        'value; to build an array from tracked values use np.stack or '
+                        'np.concatenate, which tracked differentiates.')
 
     # -- concretisation (guards in recorded tapes) ---------------------------
     def _concrete(self, kind):
