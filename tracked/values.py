@@ -6,6 +6,7 @@ every call to ``apply``, which looks the callable up in the rule registry and
 records one node.  Nothing here lists NumPy functions: that is the rules' job.
 """
 import operator
+import weakref
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from . import tape as _tape
 from .tape import Node, backward, recording_paused, active_recorder
 
 __all__ = ['Tracked', 'TrackedArray', 'TrackedReal', 'param', 'back', 'istracked',
-           'apply', 'call']
+           'zero_grad', 'apply', 'call']
 
 
 # --------------------------------------------------------------------------
@@ -67,12 +68,10 @@ def apply(prim, args, kwargs):
         raise TypeError(f'{prim.name} produced a complex result; complex values are not '
                         f'supported by tracked yet')
     node = Node(prim, vals, kwargs, ans, parents, level)
-    if prim.view:
-        for _, p in parents:
-            if p.prim is not None:
-                p.grad = _VIEWED
     t = object.__new__(TrackedReal if ans.ndim == 0 else TrackedArray)
     t._node = node
+    if prim.view:
+        _note_view(parents, weakref.ref(t))
     return t
 
 
@@ -99,7 +98,30 @@ def _record1(prim, vals, ans, node):
 _NOKW = {}
 
 
-_VIEWED = 'viewed'   # marker in a non-leaf node's unused grad slot: something views it
+# A non-leaf node's unused ``grad`` slot holds weak references to the tracked views of
+# its memory (``x[1:]``, ``x.T``, ...).  In-place writes are refused only while such a
+# view is still alive: a temporary view (``y[1] = y[0] * 2``) is gone by the time of
+# the write.  A permanent "viewed" mark was rejected: it refused that common idiom.
+def _note_view(parents, ref):
+    for _, p in parents:
+        if p.prim is not None:
+            views = p.grad
+            if views is None:
+                p.grad = views = []
+            views.append(ref)
+            n = len(views)
+            if n >= 16 and not n & (n - 1):        # amortised pruning of dead views
+                views[:] = [r for r in views if r() is not None]
+            if getattr(p.prim, 'view', False):     # a view of a view views the base too
+                _note_view(p.parents, ref)
+
+
+def _live_views(node):
+    views = node.grad
+    if not views or node.prim is None:
+        return False
+    views[:] = [r for r in views if r() is not None]
+    return bool(views)
 
 
 def call(fun, *args, **kwargs):
@@ -194,7 +216,7 @@ class Tracked:
     def grad(self):
         """The accumulated gradient of a leaf made by ``param`` (None for other values)."""
         g = self._node.grad
-        if g is None or g is _VIEWED:
+        if g is None or self._node.prim is not None:
             return None
         return g[()] if g.ndim == 0 else g
 
@@ -272,6 +294,13 @@ class Tracked:
             raise TypeError(f'np.{ufunc.__name__}(..., out=...) cannot write a tracked '
                             f'result into an array; use y = np.{ufunc.__name__}(...) instead')
         if method == '__call__':
+            if 'where' in kwargs:
+                raise TypeError(f'np.{ufunc.__name__}(..., where=...) is not supported on '
+                                f'tracked values (without out= NumPy leaves the masked '
+                                f'entries uninitialised); use np.where(mask, '
+                                f'np.{ufunc.__name__}(...), other) instead')
+            if kwargs:
+                kwargs = _ufunc_kwargs(ufunc, kwargs)
             return call(ufunc, *inputs, **kwargs)
         table = {'reduce': registry.REDUCE, 'accumulate': registry.ACCUMULATE}.get(method)
         if table is not None and ufunc in table:
@@ -280,11 +309,15 @@ class Tracked:
                 raise TypeError(f'np.{ufunc.__name__}.{method}: dtype= is not supported '
                                 f'on tracked values; use .astype first')
             kwargs.pop('dtype', None)
+            kwargs.setdefault('axis', 0)   # ufunc.reduce/accumulate default to axis 0, np.sum to None
             return call(table[ufunc], *inputs, **kwargs)
         raise TypeError(f'tracked has no derivative rule for np.{ufunc.__name__}.{method}. '
                         f'Define one with @tr.rule, or call it on tr.data(x).')
 
     def __array_function__(self, func, types, args, kwargs):
+        if kwargs.get('out') is not None:
+            raise TypeError(f'{registry._name(func)}(..., out=...) cannot write a tracked result '
+                            f'into an array; use y = {registry._name(func)}(...) instead')
         return call(func, *args, **kwargs)
 
     # -- operators ------------------------------------------------------------
@@ -338,10 +371,15 @@ class Tracked:
             raise ValueError('in-place change of a leaf made by tr.param: the tape cannot '
                              'record it. Update its value with tr.data(x)[...] = ..., or '
                              'compute a new array (y = x + v).')
-        if node.grad is _VIEWED or getattr(node.prim, 'view', False):
-            raise ValueError('in-place change of a tracked array that shares memory with '
-                             'another (a view such as x[1:], x.T or x.reshape(...)): NumPy '
-                             'would change both. Call .copy() first, or compute a new array.')
+        if getattr(node.prim, 'view', False):
+            raise ValueError('in-place change of a tracked array that is a view of another '
+                             '(such as x[1:], x.T or x.reshape(...)): NumPy would change both. '
+                             'Call .copy() first, or compute a new array.')
+        if _live_views(node):
+            raise ValueError('in-place change of a tracked array that shares memory with a '
+                             'view of it that is still in use (such as z = y[1:] or y.T): '
+                             'NumPy would change both. Drop the view, use y.copy(), or '
+                             'compute a new array.')
         if not isinstance(new, Tracked):
             raise TypeError('in-place operation produced an untracked value')
         if new.dtype != self.dtype:
@@ -419,6 +457,26 @@ class TrackedReal(Tracked):
     __slots__ = ()
 
 
+def _ufunc_kwargs(ufunc, kwargs):
+    """Drop ufunc keywords that do not change the value; refuse the ones that would.
+
+    Pullbacks take no ufunc keywords, so none may reach the tape.
+    """
+    kwargs = dict(kwargs)
+    kwargs.pop('out', None)
+    if kwargs.pop('subok', True) is not True or kwargs.pop('order', 'K') not in ('K', 'C', 'A'):
+        raise TypeError(f'np.{ufunc.__name__}: subok=/order= are not supported on tracked values')
+    kwargs.pop('casting', None)
+    dtype = kwargs.pop('dtype', None)
+    if kwargs:
+        raise TypeError(f'np.{ufunc.__name__}: keyword arguments {sorted(kwargs)} are not '
+                        f'supported on tracked values')
+    if dtype is not None:
+        raise TypeError(f'np.{ufunc.__name__}(..., dtype=...) is not supported on tracked '
+                        f'values; convert with x.astype(dtype) first')
+    return kwargs
+
+
 def _plain_index(self, idx):
     """Indices are constants of the tape; a tracked index is read (a guard when recording)."""
     if isinstance(idx, Tracked):
@@ -481,6 +539,24 @@ def istracked(x):
     (True, False)
     """
     return isinstance(x, Tracked)
+
+
+def zero_grad(x):
+    """``zero_grad(x)``: reset the gradient of leaf ``x`` to zeros in place; returns ``x``.
+
+    Values without a gradient buffer (plain arrays, non-leaf tracked values) are left
+    alone, so a tree walk may call this on every leaf.
+
+    >>> import numpy as np, tracked as tr
+    >>> x = tr.param(np.array([1.0, 2.0]))
+    >>> tr.back(np.sum(x * x)); tr.values.zero_grad(x).grad
+    array([0., 0.])
+    """
+    if isinstance(x, Tracked):
+        node = x._node
+        if node.prim is None and node.grad is not None:
+            node.grad[...] = 0
+    return x
 
 
 def back(y, dy=None, retain_graph=False):

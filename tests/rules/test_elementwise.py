@@ -1,10 +1,389 @@
-import numpy as np
+"""Elementwise rules: finite-difference cases for every rule, plus the conventions
+(ties, kinks, zero gradients, dtype) that finite differences cannot pin down."""
+import warnings
 
-from .harness import case
+import numpy as np
+import pytest
+
+import tracked as tr
+from tracked import registry
+from tracked.api import vjp
+
+from .harness import arg, case, const, parametrize
+
+SHAPES = [(), (5,), (2, 3)]
+PAIRS = [((), ()), ((5,), (5,)), ((2, 3), (3,)), ((3, 1), (4,)), ((), (2, 3))]
+
+
+def unary(fn, low=-2.0, high=2.0, **kw):
+    return [case(fn, arg(s, low, high), **kw) for s in SHAPES]
+
+
+def binary(fn, lo1=-2.0, hi1=2.0, lo2=-2.0, hi2=2.0, consts=(1.5,), **kw):
+    cases = [case(fn, arg(s1, lo1, hi1), arg(s2, lo2, hi2), **kw) for s1, s2 in PAIRS]
+    for c in consts:
+        cases.append(case(fn, arg((5,), lo1, hi1), const(c), **kw))
+        cases.append(case(fn, const(c), arg((2, 3), lo2, hi2), **kw))
+    return cases
+
+
+MASK = np.array([[True, False, True], [False, True, False]])
 
 CASES = [
-    case(np.add, (3,), (3,)),
-    case(np.add, (2, 3), (3,)),
-    case(np.multiply, (4, 1), (1, 3)),
-    case(np.sin, (5,)),
+    # arithmetic
+    *binary(np.add), *binary(np.subtract), *binary(np.multiply),
+    *binary(np.true_divide, lo2=0.5, hi2=2.0),
+    case(np.true_divide, (2, 3), arg((3,), -2.0, -0.5)),
+    *unary(np.negative), *unary(np.positive),
+    *unary(np.reciprocal, 0.5, 2.0), case(np.reciprocal, arg((4,), -2.0, -0.5)),
+    *unary(np.square),
+    *unary(np.sqrt, 0.3, 2.0),
+    *unary(np.cbrt, 0.3, 2.0), case(np.cbrt, arg((4,), -2.0, -0.3)),
+    *unary(np.absolute), *unary(np.fabs),
+    *binary(np.remainder, lo2=0.6, hi2=1.4, consts=(0.7,)),
+    case(np.remainder, (2, 3), arg((3,), -1.4, -0.6)),
+    *binary(np.fmod, lo2=0.6, hi2=1.4, consts=(0.7,)),
+    case(np.fmod, (2, 3), arg((3,), -1.4, -0.6)),
+    *binary(np.floor_divide, lo2=0.6, hi2=1.4, consts=(0.7,)),
+    # powers: positive bases with differentiated exponents, constant exponents
+    # (including integers with negative bases), and constant bases
+    *binary(np.power, 0.5, 2.0, -2.0, 2.0, consts=()),
+    case(np.power, arg((5,), 0.5, 2.0), const(2.0)),
+    case(np.power, arg((5,), 0.5, 2.0), const(0.5)),
+    case(np.power, arg((5,), 0.5, 2.0), const(-1.5)),
+    case(np.power, arg((2, 3), 0.5, 2.0), const(0)),
+    case(np.power, arg((5,), -2.0, 2.0), const(2)),
+    case(np.power, arg((5,), -2.0, -0.5), const(3)),
+    case(np.power, arg((5,), -2.0, -0.5), const(-2)),
+    case(np.power, arg((2, 3), -2.0, -0.5), const(np.array([2.0, 3.0, -1.0]))),
+    case(np.power, arg((), -2.0, -0.5), const(np.float64(3.0))),
+    case(np.power, arg((5,), 0.5, 2.0), arg((), 1.5, 2.5)),
+    case(np.power, const(2.0), (2, 3)),
+    case(np.power, const(np.array([0.5, 1.5, 3.0])), (2, 3)),
+    *binary(np.float_power, 0.5, 2.0, -2.0, 2.0, consts=()),
+    case(np.float_power, arg((5,), -2.0, -0.5), const(3)),
+    case(np.float_power, arg((5,), 0.5, 2.0), const(0.5)),
+    case(np.float_power, const(3.0), (2, 3)),
+    # exponentials and logarithms
+    *unary(np.exp), *unary(np.exp2), *unary(np.expm1),
+    *unary(np.log, 0.3, 2.0), *unary(np.log2, 0.3, 2.0), *unary(np.log10, 0.3, 2.0),
+    *unary(np.log1p, -0.5, 2.0),
+    *binary(np.logaddexp), *binary(np.logaddexp2),
+    case(np.logaddexp, const(0.0), (5,), name='softplus'),
+    # trigonometric and hyperbolic
+    *unary(np.sin), *unary(np.cos), *unary(np.tan, -1.2, 1.2),
+    *unary(np.arcsin, -0.9, 0.9), *unary(np.arccos, -0.9, 0.9), *unary(np.arctan),
+    *binary(np.arctan2), *binary(np.hypot),
+    *unary(np.sinh), *unary(np.cosh), *unary(np.tanh),
+    *unary(np.arcsinh), *unary(np.arccosh, 1.2, 3.0), *unary(np.arctanh, -0.9, 0.9),
+    *unary(np.deg2rad, -200.0, 200.0), *unary(np.radians, -200.0, 200.0),
+    *unary(np.rad2deg), *unary(np.degrees),
+    *unary(np.sinc), case(np.sinc, arg((4,), 1.1, 3.0)),
+    # selection
+    *binary(np.maximum), *binary(np.minimum), *binary(np.fmax), *binary(np.fmin),
+    case(np.maximum, (2, 3), const(0.0), name='relu'),
+    case(np.clip, (2, 3), const(-0.5), const(0.5)),
+    case(np.clip, (), const(-0.5), const(0.5)),
+    case(np.clip, (5,), const(None), const(0.5)),
+    case(np.clip, (5,), const(-0.5), const(None)),
+    case(np.clip, (2, 3), kwargs={'a_min': -0.5, 'a_max': 0.5}),
+    case(np.clip, (2, 3), kwargs={'min': -0.5, 'max': 0.5}),
+    case(np.clip, arg((4, 3), -3.0, 3.0), arg((3,), -1.5, -0.5), arg((4, 1), 0.5, 1.5)),
+    case(np.clip, arg((), -3.0, 3.0), arg((), -1.5, -0.5), arg((5,), 0.5, 1.5)),
+    case(np.where, const(MASK), (2, 3), (2, 3)),
+    case(np.where, const(MASK), (3,), ()),
+    case(np.where, const(MASK[0]), (4, 1), (4, 3)),
+    case(np.where, const(True), (), ()),
+    case(np.where, const(MASK), const(0.0), (2, 3)),
+    case(np.where, const(MASK), (2, 3), const(1.5)),
+    # piecewise constant: zero gradient
+    *unary(np.floor), *unary(np.ceil), *unary(np.trunc), *unary(np.rint),
+    *unary(np.sign),
+    case(np.round, (2, 3)), case(np.round, (5,), kwargs={'decimals': 1}),
+    case(np.round, ()), case(np.round, (5,), const(2)),
+    case(np.around, (2, 3)), case(np.around, (), kwargs={'decimals': 1}),
 ]
+
+ELEMENTWISE = [
+    np.add, np.subtract, np.multiply, np.true_divide, np.negative, np.positive,
+    np.power, np.float_power, np.square, np.sqrt, np.cbrt, np.reciprocal, np.exp,
+    np.exp2, np.expm1, np.log, np.log2, np.log10, np.log1p, np.logaddexp,
+    np.logaddexp2, np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan,
+    np.arctan2, np.hypot, np.sinh, np.cosh, np.tanh, np.arcsinh, np.arccosh,
+    np.arctanh, np.absolute, np.fabs, np.maximum, np.minimum, np.fmax, np.fmin,
+    np.deg2rad, np.rad2deg, np.radians, np.degrees, np.remainder, np.fmod,
+    np.floor_divide, np.sinc, np.floor, np.ceil, np.trunc, np.rint, np.sign,
+    np.round, np.around, np.clip, np.where,
+]
+
+
+@parametrize(CASES)
+def test_case(c):
+    c.check()
+
+
+def test_every_elementwise_function_is_registered_with_cases():
+    covered = {c.fun for c in CASES}
+    for f in ELEMENTWISE + [np.divide, np.abs, np.mod]:
+        assert f in registry.RULES, f
+        assert f in covered, f
+
+
+def grads(f, *args, dy=None):
+    """Gradients of ``f`` at ``args`` via the core vjp (raw cotangents, no leaf cast)."""
+    y, back = vjp(f, *args)
+    return back(np.ones(np.shape(y), dtype=y.dtype) if dy is None else dy)
+
+
+# --------------------------------------------------------------------------
+# dtype
+# --------------------------------------------------------------------------
+
+def test_float32_param_times_python_float_keeps_float32():
+    x = tr.param(np.array([1.0, 2.0, 3.0], dtype=np.float32))
+    y = np.sum(x * 1.5)
+    assert y.dtype == np.float32
+    y.back()
+    assert x.grad.dtype == np.float32
+    np.testing.assert_array_equal(x.grad, np.full(3, 1.5, dtype=np.float32))
+
+
+UNARY_F32 = [np.negative, np.positive, np.square, np.sqrt, np.cbrt, np.reciprocal,
+             np.exp, np.exp2, np.expm1, np.log, np.log2, np.log10, np.log1p, np.sin,
+             np.cos, np.tan, np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh, np.tanh,
+             np.arcsinh, np.arctanh, np.absolute, np.fabs, np.deg2rad, np.rad2deg,
+             np.radians, np.degrees, np.floor, np.ceil, np.trunc, np.rint, np.sign,
+             np.round, np.around, np.sinc,
+             lambda x: x ** 2, lambda x: x ** 3, lambda x: x ** 0.5, lambda x: 2.0 ** x,
+             lambda x: x / 3.0, lambda x: 3.0 / x, lambda x: x - 1.0, lambda x: 2.0 - x,
+             lambda x: x % 0.3, lambda x: np.fmod(x, 0.3), lambda x: x // 0.3,
+             lambda x: np.maximum(x, 0.5), lambda x: np.fmin(x, 0.5),
+             lambda x: np.clip(x, 0.2, 0.6), lambda x: np.where(x > 0.5, x, 0.0),
+             lambda x: np.logaddexp(0.0, x), lambda x: np.logaddexp2(x, 1.0),
+             lambda x: np.arctan2(x, 2.0), lambda x: np.hypot(x, 2.0)]
+
+
+@pytest.mark.parametrize('f', UNARY_F32, ids=lambda f: getattr(f, '__name__', 'f'))
+def test_float32_cotangent_stays_float32(f):
+    x = np.array([0.1, 0.4, 0.7], dtype=np.float32)
+    (g,) = grads(f, x)
+    assert g.dtype == np.float32
+    assert g.shape == x.shape
+
+
+def test_float32_binary_cotangents_stay_float32():
+    x = np.array([0.5, 1.0, 1.5], dtype=np.float32)
+    y = np.array([1.5, 1.0, 0.5], dtype=np.float32)
+    for f in (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.maximum,
+              np.minimum, np.logaddexp, np.arctan2, np.hypot):
+        gx, gy = grads(f, x, y)
+        assert gx.dtype == gy.dtype == np.float32, f
+
+
+# --------------------------------------------------------------------------
+# numpy scalars / 0-d
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize('f, expected', [
+    (lambda x: x * x + 1.0, 6.0),
+    (lambda x: np.sin(x) * np.exp(x), np.exp(3.0) * (np.sin(3.0) + np.cos(3.0))),
+    (lambda x: x ** 2, 6.0),
+    (lambda x: np.maximum(x, 1.0), 1.0),
+    (lambda x: np.clip(x, 0.0, 2.0), 0.0),
+    (lambda x: np.where(True, x, 0.0), 1.0),
+    (lambda x: np.floor(x) + x, 1.0),
+    (lambda x: np.round(x, 1) + np.sinc(x) * 0.0, 0.0),
+])
+def test_scalar_param(f, expected):
+    x = tr.param(3.0)
+    y = f(x)
+    assert isinstance(y, tr.TrackedReal)
+    y.back()
+    assert x.grad.shape == ()
+    assert float(x.grad) == pytest.approx(expected)
+
+
+def test_numpy_scalar_arguments():
+    (g,) = grads(lambda x: np.float64(2.0) * x + np.float32(1.0), np.float64(3.0))
+    assert g == 2.0 and np.shape(g) == ()
+    (g,) = grads(lambda x: np.tanh(x), np.float64(0.0))
+    assert g == 1.0
+
+
+# --------------------------------------------------------------------------
+# ties, kinks and edge values
+# --------------------------------------------------------------------------
+
+def test_maximum_minimum_split_ties_equally():
+    x = np.array([1.0, 2.0, 3.0])
+    y = np.array([1.0, 3.0, 2.0])
+    gx, gy = grads(np.maximum, x, y)
+    np.testing.assert_array_equal(gx, [0.5, 0.0, 1.0])
+    np.testing.assert_array_equal(gy, [0.5, 1.0, 0.0])
+    gx, gy = grads(np.minimum, x, y)
+    np.testing.assert_array_equal(gx, [0.5, 1.0, 0.0])
+    np.testing.assert_array_equal(gy, [0.5, 0.0, 1.0])
+    for f in (np.fmax, np.fmin):
+        gx, gy = grads(f, x, x.copy())
+        np.testing.assert_array_equal(gx, [0.5, 0.5, 0.5])
+        np.testing.assert_array_equal(gy, [0.5, 0.5, 0.5])
+
+
+def test_maximum_tie_with_broadcast_constant():
+    (g,) = grads(lambda x: np.maximum(x, 0.0), np.array([-1.0, 0.0, 2.0]))
+    np.testing.assert_array_equal(g, [0.0, 0.5, 1.0])
+    # a broadcast scalar tied with several elements collects each half
+    (g,) = grads(lambda t: np.maximum(np.array([1.0, 1.0, 0.0]), t), np.float64(1.0))
+    assert g == 0.5 + 0.5 + 1.0
+
+
+def test_nan_handling_of_maximum_and_fmax():
+    x = np.array([np.nan, 1.0])
+    y = np.array([1.0, np.nan])
+    gx, gy = grads(np.maximum, x, y)          # NaN propagates: no side was "taken"
+    np.testing.assert_array_equal(gx, [0.0, 0.0])
+    np.testing.assert_array_equal(gy, [0.0, 0.0])
+    gx, gy = grads(np.fmax, x, y)             # NaN ignored: the number is taken
+    np.testing.assert_array_equal(gx, [0.0, 1.0])
+    np.testing.assert_array_equal(gy, [1.0, 0.0])
+
+
+def test_abs_at_zero_is_zero():
+    for f in (np.abs, np.fabs, abs):
+        (g,) = grads(f, np.array([-2.0, 0.0, 3.0]))
+        np.testing.assert_array_equal(g, [-1.0, 0.0, 1.0])
+
+
+def test_power_edge_values():
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        (g,) = grads(lambda x: x ** 2, np.array([0.0, -3.0]))
+        np.testing.assert_array_equal(g, [0.0, -6.0])
+        (g,) = grads(lambda x: x ** 0, np.array([0.0, -3.0]))
+        np.testing.assert_array_equal(g, [0.0, 0.0])
+        (g,) = grads(lambda x: x ** 3, np.array([-2.0]))
+        np.testing.assert_array_equal(g, [12.0])
+        (g,) = grads(lambda x: x ** -1, np.array([-2.0]))
+        np.testing.assert_array_equal(g, [-0.25])
+        # array exponent containing 0 at base 0: 0, not nan
+        gx, gy = grads(np.power, np.array([0.0, 0.0, -2.0, 2.0]),
+                       np.array([0.0, 2.0, 3.0, 3.0]))
+        np.testing.assert_array_equal(gx, [0.0, 0.0, 12.0, 12.0])
+        # exponent gradient is 0 where the base is <= 0
+        np.testing.assert_allclose(gy, [0.0, 0.0, 0.0, 8.0 * np.log(2.0)])
+        # a differentiated 0-d exponent arrives as a NumPy scalar: same conventions
+        gx, gy = grads(np.power, np.array([0.0, 3.0]), np.float64(0.0))
+        np.testing.assert_array_equal(gx, [0.0, 0.0])
+        assert gy == pytest.approx(0.0 + np.log(3.0))      # summed over the broadcast
+        gx, gy = grads(np.power, np.array([0.0, -3.0]), np.float64(2.0))
+        np.testing.assert_array_equal(gx, [0.0, -6.0])
+        assert gy == 0.0
+        (g,) = grads(lambda y: np.power(-2.0, y), np.array([2.0]))
+        np.testing.assert_array_equal(g, [0.0])
+        (g,) = grads(lambda y: 2.0 ** y, np.array([3.0]))
+        np.testing.assert_allclose(g, [8.0 * np.log(2.0)])
+    with np.errstate(divide='ignore'):
+        (g,) = grads(lambda x: x ** 0.5, np.array([0.0, 4.0]))
+    np.testing.assert_array_equal(g, [np.inf, 0.25])
+
+
+def test_power_second_derivative_negative_base_integer_exponent():
+    H = vjp(lambda x: vjp(lambda z: z ** 3, x)[1](np.ones(1))[0], np.array([-2.0]))[1]
+    np.testing.assert_allclose(H(np.ones(1))[0], [-12.0])
+
+
+def test_sinc_at_zero():
+    (g,) = grads(np.sinc, np.array([0.0, 1.0]))
+    np.testing.assert_allclose(g, [0.0, -1.0], atol=1e-15)
+
+
+def test_divide_aliases():
+    gx, gy = grads(np.divide, np.array([1.0]), np.array([2.0]))
+    assert gx == 0.5 and gy == -0.25
+    assert grads(np.mod, np.array([3.5]), np.array([2.0]))[1] == -1.0
+    assert grads(np.fmod, np.array([-3.5]), np.array([2.0]))[1] == 1.0
+
+
+@pytest.mark.parametrize('f', [np.floor, np.ceil, np.trunc, np.rint, np.sign, np.round,
+                               np.around, lambda x: np.round(x, 2),
+                               lambda x: np.floor_divide(x, 0.3),
+                               lambda x: np.floor_divide(1.0, x)])
+def test_zero_gradient_functions_return_zeros(f):
+    x = np.array([[-1.7, 0.2, 2.5], [0.0, 3.0, -0.4]])
+    with np.errstate(divide='ignore'):       # floor_divide(1.0, 0.0)
+        (g,) = grads(f, x)
+        # second order: the (zero) gradient does not depend on x (None) or is zero
+        (h,) = vjp(lambda z: grads(f, z)[0], x)[1](np.ones_like(x))
+    assert g is not None
+    assert g.shape == x.shape
+    np.testing.assert_array_equal(g, np.zeros_like(x))
+    assert h is None or np.array_equal(h, np.zeros_like(x))
+
+
+def test_zero_gradient_through_param():
+    x = tr.param(np.array([0.3, 1.7]))
+    np.sum(np.floor(x) * 2.0 + np.sign(x)).back()
+    np.testing.assert_array_equal(x.grad, [0.0, 0.0])
+
+
+# --------------------------------------------------------------------------
+# clip and where
+# --------------------------------------------------------------------------
+
+def test_clip_boundaries_are_inclusive():
+    x = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
+    (g,) = grads(lambda x: np.clip(x, -1.0, 1.0), x)
+    np.testing.assert_array_equal(g, [0.0, 1.0, 1.0, 1.0, 0.0])
+    gx, glo, ghi = grads(np.clip, x, -1.0, 1.0)
+    np.testing.assert_array_equal(gx, [0.0, 1.0, 1.0, 1.0, 0.0])
+    assert glo == 1.0 and ghi == 1.0
+
+
+def test_clip_array_bounds_get_gradients():
+    x = np.array([[-2.0, 0.0, 2.0], [0.5, -0.5, 5.0]])
+    lo = np.array([-1.0, -1.0, -1.0])
+    hi = np.array([[1.0], [0.2]])
+    gx, glo, ghi = grads(np.clip, x, lo, hi)
+    np.testing.assert_array_equal(gx, [[0, 1, 0], [0, 1, 0]])
+    np.testing.assert_array_equal(glo, [1.0, 0.0, 0.0])
+    np.testing.assert_array_equal(ghi, [[1.0], [2.0]])
+    assert glo.shape == lo.shape and ghi.shape == hi.shape
+
+
+def test_clip_inverted_bounds_give_hi():
+    # NumPy applies hi last: lo > hi gives hi everywhere, so hi gets all the gradient
+    gx, glo, ghi = grads(np.clip, np.array([-1.0, 0.5, 3.0]), 1.0, 0.0)
+    np.testing.assert_array_equal(gx, [0.0, 0.0, 0.0])
+    assert glo == 0.0 and ghi == 3.0
+
+
+def test_clip_method_and_keyword_spellings():
+    x = tr.param(np.array([-2.0, 0.3, 2.0]))
+    y = x.clip(-1.0, 1.0) + np.clip(x, a_max=1.0, a_min=None) + np.clip(x, min=0.0)
+    np.sum(y).back()
+    np.testing.assert_array_equal(x.grad, [0 + 1 + 0, 1 + 1 + 1, 0 + 0 + 1])
+
+
+def test_where_routes_gradient_and_unbroadcasts():
+    cond = np.array([[True, False, True], [False, False, True]])
+    gx, gy = grads(lambda x, y: np.where(cond, x, y), np.float64(2.0), np.ones((2, 1)))
+    assert gx == 3.0 and np.shape(gx) == ()
+    np.testing.assert_array_equal(gy, [[1.0], [2.0]])
+
+
+def test_where_sends_exact_zeros_to_the_untaken_branch():
+    # np.where, not g * cond: an inf/nan cotangent stays out of the other branch
+    g = np.array([np.inf, 1.0])
+    gx, gy = grads(lambda x, y: np.where(np.array([True, False]), x, y),
+                   np.zeros(2), np.zeros(2), dy=g)
+    np.testing.assert_array_equal(gx, [np.inf, 0.0])
+    np.testing.assert_array_equal(gy, [0.0, 1.0])
+
+
+def test_where_tracked_condition_carries_no_gradient():
+    x = tr.param(np.array([1.0, 0.0, 2.0]))
+    idx = np.where(x)
+    assert not tr.istracked(idx[0])
+    np.testing.assert_array_equal(idx[0], [0, 2])
+    z = np.where(x, np.array([1.0, 2.0, 3.0]), 0.0)
+    assert not tr.istracked(z)

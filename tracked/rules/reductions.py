@@ -1,17 +1,624 @@
-"""Reductions: sum, mean, prod, max/min, var/std, cumulative sums, norms."""
-import numpy as np
+"""Reductions: sum, mean, prod, max/min, var/std, cumulative sums and products,
+trace, norms, average, and the nan-skipping variants.
 
-from ..registry import defvjp, REDUCE, ACCUMULATE
+Every pullback accepts the NumPy signature as the user wrote it (``axis`` positional
+or keyword, ``None``, negative, or a tuple; ``keepdims``) and is written with NumPy
+operations, so it is differentiable itself (second order, compiled tapes).
+
+Three internal primitives make products exact when elements are zero: ``_shift``
+(move along an axis, zero fill), ``_reverse`` and ``_linrec`` (the first-order
+linear recurrence ``s[i] = b[i] + a[i] * s[i-1]``).  The adjoint of a linear
+recurrence is the same recurrence run backwards, so their pullbacks close over
+each other to any order.
+"""
+import math
+import operator
+
+import numpy as np
+from numpy.lib.array_utils import normalize_axis_tuple
+
+from ..registry import Primitive, defvjp, defcomposite, REDUCE, ACCUMULATE
+from ..values import Tracked, apply
+
+_NoValue = np._NoValue
+
+
+# --------------------------------------------------------------------------
+# Helpers: axes, reduced shapes, argument checks
+# --------------------------------------------------------------------------
+
+def _axes(axis, ndim):
+    """The reduced axes as a sorted tuple of non-negative ints."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (tuple, list)):
+        return tuple(sorted(normalize_axis_tuple(tuple(axis), ndim)))
+    return normalize_axis_tuple(operator.index(axis), ndim)
+
+
+def _keep(g, shape, axis, keepdims):
+    """Reshape a reduced value so that it broadcasts against the input (keepdims form)."""
+    if axis is None or (keepdims is not _NoValue and keepdims):
+        return g        # a 0-d value that broadcasts anywhere, or already kept
+    axes = _axes(axis, len(shape))
+    return np.reshape(g, tuple(1 if i in axes else n for i, n in enumerate(shape)))
 
 
 def _expand(g, shape, axis, keepdims):
     """Broadcast a reduced cotangent back to the input's shape."""
-    if axis is not None and not keepdims:
-        axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
-        g = np.expand_dims(g, tuple(a % len(shape) for a in axes))
-    return np.broadcast_to(g, shape)
+    g = _keep(g, shape, axis, keepdims)
+    if isinstance(g, Tracked):
+        return np.broadcast_to(g, shape)
+    # plain cotangent (the common first-order case): np.full is 4x faster than
+    # np.broadcast_to, whose Python-level setup dominates for small arrays
+    return np.full(shape, g, dtype=getattr(g, 'dtype', None))
 
 
-defvjp(np.sum, lambda g, ans, x, axis=None, keepdims=False, **kw:
-       _expand(g, np.shape(x), axis, keepdims))
+def _count(shape, axes):
+    return math.prod(shape[i] for i in axes)
+
+
+def _check(name, dtype=None, out=None, where=True, allow_where=True):
+    """Refuse arguments a tracked reduction cannot honour, with the fix in the message."""
+    if out is not None:
+        raise TypeError(f'np.{name}(..., out=...) cannot write a tracked result into an '
+                        f'array; use y = np.{name}(...) instead')
+    if dtype is not None and np.dtype(dtype).kind != 'f':
+        raise TypeError(f'np.{name}(..., dtype={np.dtype(dtype)}) on a tracked value: a '
+                        f'non-float result carries no gradient. Pass a float dtype or none, '
+                        f'or call np.{name} on tr.data(x)')
+    if not allow_where and where is not True and where is not _NoValue:
+        raise TypeError(f'np.{name}(..., where=...) is not supported on tracked values; '
+                        f'mask the input instead (e.g. with np.where)')
+
+
+def _masked(where):
+    return where is not True and where is not _NoValue
+
+
+def _safe(r):
+    """``r`` with exact zeros replaced by one: divides without 0/0 (the result is
+    multiplied by something that is zero there)."""
+    return r + (r == 0)
+
+
+def _sign(x):
+    """sign(x) as a plain constant array of x's dtype (comparisons are not tracked)."""
+    dt = x.dtype
+    return (x > 0).astype(dt) - (x < 0).astype(dt)
+
+
+def _onehot(shape, axis, index, dtype):
+    """Zeros broadcastable to ``shape`` with a one at ``index`` along ``axis``."""
+    e = np.zeros(tuple(n if i == axis else 1 for i, n in enumerate(shape)), dtype=dtype)
+    if shape[axis]:
+        e[(0,) * axis + (index,)] = 1
+    return e
+
+
+# --------------------------------------------------------------------------
+# Internal linear primitives: shift, reverse, linear recurrence
+# --------------------------------------------------------------------------
+
+def _shift_fwd(x, k, axis):
+    out = np.zeros_like(x)
+    n = x.shape[axis]
+    if abs(k) < n:
+        dst = [slice(None)] * x.ndim
+        src = [slice(None)] * x.ndim
+        dst[axis], src[axis] = (slice(k, None), slice(None, n - k)) if k > 0 else \
+                               (slice(None, n + k), slice(-k, None))
+        out[tuple(dst)] = x[tuple(src)]
+    return out
+
+
+_shift_prim = Primitive(_shift_fwd, (lambda g, ans, x, k, axis: _shift(g, -k, axis),),
+                        name='shift')
+
+
+def _shift(x, k, axis):
+    """``out[i] = x[i - k]`` along ``axis``, zeros shifted in (adjoint: shift by ``-k``)."""
+    return apply(_shift_prim, (x, k, axis), {})
+
+
+_reverse_prim = Primitive(lambda x, axis: np.flip(x, axis),
+                          (lambda g, ans, x, axis: _reverse(g, axis),), name='reverse', view=True)
+
+
+def _reverse(x, axis):
+    """``x`` reversed along ``axis`` (its own adjoint)."""
+    return apply(_reverse_prim, (x, axis), {})
+
+
+def _linrec_fwd(a, b, axis, reverse):
+    # Hillis-Steele scan over pairs (A, B) meaning s -> B + A*s: log2(n) vectorised
+    # steps, no division (a sequential loop would cost n Python iterations).
+    a, b = np.broadcast_arrays(a, b)
+    dtype = np.result_type(a, b)
+    A = np.moveaxis(a, axis, -1)
+    B = np.moveaxis(b, axis, -1)
+    if reverse:
+        A, B = A[..., ::-1], B[..., ::-1]
+    A = np.array(A, dtype=dtype)
+    B = np.array(B, dtype=dtype)
+    n = A.shape[-1]
+    if n:
+        A[..., 0] = 0       # the first coefficient multiplies s[-1] = 0
+    d = 1
+    with np.errstate(invalid='ignore', over='ignore'):
+        while d < n:
+            Bl = B[..., :-d]
+            # where B is exactly 0 its contribution is 0, even if the product of
+            # coefficients A overflowed to inf (inf * 0 would give nan)
+            B[..., d:] += np.where(Bl == 0, 0, A[..., d:] * Bl)
+            A[..., d:] = A[..., d:] * A[..., :-d]
+            d *= 2
+    if reverse:
+        B = B[..., ::-1]
+    return np.ascontiguousarray(np.moveaxis(B, -1, axis))
+
+
+def _linrec_vjp_b(g, ans, a, b, axis, reverse):
+    # forward s[i] = b[i] + a[i] s[i-1]: gb[k] = g[k] + a[k+1] gb[k+1] (run backwards)
+    return _linrec(_shift(a, 1 if reverse else -1, axis), g, axis, not reverse)
+
+
+def _linrec_vjp_a(g, ans, a, b, axis, reverse):
+    # d s[i] / d a[m] = s[m-1] * (d s[i] / d b[m])
+    return _shift(ans, -1 if reverse else 1, axis) * _linrec_vjp_b(g, ans, a, b, axis, reverse)
+
+
+_linrec_prim = Primitive(_linrec_fwd, (_linrec_vjp_a, _linrec_vjp_b), name='linrec')
+
+
+def _linrec(a, b, axis, reverse=False):
+    """``s[i] = b[i] + a[i] * s[i-1]`` along ``axis`` (``s[i+1]`` if ``reverse``)."""
+    return apply(_linrec_prim, (a, b, axis, reverse), {})
+
+
+def _prod_others_lane(x, axis):
+    """``prod_{j != i} x[j]`` along ``axis``: exclusive cumprods from both ends.
+
+    Why not ``prod / x``: it divides by zero; and a ``np.where`` patch for zeros
+    gives the right gradient but a wrong second derivative.  This is a polynomial
+    in ``x`` built from exactly differentiable pieces.
+    """
+    shape = np.shape(x)
+    n = shape[axis]
+    dt = x.dtype
+    left = _linrec(_shift(x, 1, axis), _onehot(shape, axis, 0, dt), axis)
+    right = _linrec(_shift(x, -1, axis), _onehot(shape, axis, n - 1, dt), axis, reverse=True)
+    return left * right
+
+
+def _prod_others(x, axes):
+    """``prod`` over ``axes`` of every element but the one at each position."""
+    shape = np.shape(x)
+    nd = len(shape)
+    if not axes:
+        return np.ones(shape, dtype=x.dtype)
+    if len(axes) == 1:
+        return _prod_others_lane(x, axes[0])
+    kept = [i for i in range(nd) if i not in axes]
+    perm = kept + list(axes)
+    xt = np.transpose(x, perm)
+    lanes = np.reshape(xt, tuple(shape[i] for i in kept) + (_count(shape, axes),))
+    o = _prod_others_lane(lanes, len(kept))
+    o = np.reshape(o, tuple(shape[i] for i in perm))
+    return np.transpose(o, tuple(np.argsort(perm)))
+
+
+# --------------------------------------------------------------------------
+# sum, mean, prod (and their nan variants)
+# --------------------------------------------------------------------------
+
+def _sum(a, axis=None, dtype=None, out=None, *rest, **kw):
+    _check('sum', dtype, out)
+    return np.sum(a, axis, dtype, None, *rest, **kw)
+
+
+def _sum_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False, initial=None,
+             where=True):
+    shape = np.shape(a)
+    if _masked(where):
+        return _keep(g, shape, axis, keepdims) * np.broadcast_to(where, shape)
+    return _expand(g, shape, axis, keepdims)
+
+
+defvjp(np.sum, _sum_vjp, fn=_sum)
+
+
+def _nansum(a, axis=None, dtype=None, out=None, *rest, **kw):
+    _check('nansum', dtype, out)
+    return np.nansum(a, axis, dtype, None, *rest, **kw)
+
+
+def _nansum_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False, initial=None,
+                where=True):
+    mask = a == a                               # False at NaN; a plain array
+    if _masked(where):
+        mask = mask & where
+    return _keep(g, np.shape(a), axis, keepdims) * mask
+
+
+defvjp(np.nansum, _nansum_vjp, fn=_nansum)
+
+
+def _mean(a, axis=None, dtype=None, out=None, *rest, **kw):
+    _check('mean', dtype, out)
+    return np.mean(a, axis, dtype, None, *rest, **kw)
+
+
+def _mean_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
+    shape = np.shape(a)
+    axes = _axes(axis, len(shape))
+    if _masked(where):
+        mask = np.broadcast_to(where, shape)
+        n = np.sum(mask, axis=axes, keepdims=True)
+        w = (mask / np.maximum(n, 1)).astype(a.dtype)
+        return _keep(g, shape, axis, keepdims) * w
+    return _expand(g, shape, axis, keepdims) / max(_count(shape, axes), 1)
+
+
+defvjp(np.mean, _mean_vjp, fn=_mean)
+
+
+def _nanmean(a, axis=None, dtype=None, out=None, *rest, **kw):
+    _check('nanmean', dtype, out)
+    return np.nanmean(a, axis, dtype, None, *rest, **kw)
+
+
+def _nanmean_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
+    shape = np.shape(a)
+    mask = np.broadcast_to(a == a, shape)
+    if _masked(where):
+        mask = mask & where
+    n = np.sum(mask, axis=_axes(axis, len(shape)), keepdims=True)
+    w = (mask / np.maximum(n, 1)).astype(a.dtype)
+    return _keep(g, shape, axis, keepdims) * w
+
+
+defvjp(np.nanmean, _nanmean_vjp, fn=_nanmean)
+
+
+def _prod(a, axis=None, dtype=None, out=None, *rest, **kw):
+    _check('prod', dtype, out)
+    return np.prod(a, axis, dtype, None, *rest, **kw)
+
+
+def _prod_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False,
+              initial=_NoValue, where=True):
+    shape = np.shape(a)
+    x = a
+    if _masked(where):
+        mask = np.broadcast_to(where, shape)
+        x = a * mask + ~mask          # masked-out elements count as 1
+    gx = _keep(g, shape, axis, keepdims) * _prod_others(x, _axes(axis, len(shape)))
+    if initial is not _NoValue and initial is not None:
+        gx = gx * initial
+    if _masked(where):
+        gx = gx * mask
+    return gx
+
+
+defvjp(np.prod, _prod_vjp, fn=_prod)
+
+
+# --------------------------------------------------------------------------
+# max / min (np.max and np.amax are distinct objects in NumPy 2: both registered)
+# --------------------------------------------------------------------------
+
+def _chooser(np_fn, name):
+    def forward(a, axis=None, out=None, *rest, **kw):
+        _check(name, out=out)
+        return np_fn(a, axis, None, *rest, **kw)
+    forward.__name__ = name
+    return forward
+
+
+def _chooser_vjp(g, ans, a, axis=None, out=None, keepdims=False, initial=None, where=True):
+    # Ties: the cotangent is split equally among all elements equal to the extremum
+    # (as torch.amax and jax.numpy.max do), so the gradient of max(x, x) is 1/2 each
+    # and sums to 1; the alternative (all to the first, like torch.max(dim)) depends
+    # on memory order.  Elements excluded by where=, and all of them when initial=
+    # wins, get zero.  NaN never equals the result, so NaNs get zero.
+    shape = np.shape(a)
+    mask = a == _keep(ans, shape, axis, keepdims)
+    if _masked(where):
+        mask = mask & where
+    n = np.sum(mask, axis=_axes(axis, len(shape)), keepdims=True)
+    w = (mask / np.maximum(n, 1)).astype(a.dtype)
+    return _keep(g, shape, axis, keepdims) * w
+
+
+for _fn, _name in ((np.max, 'max'), (np.amax, 'amax'), (np.min, 'min'), (np.amin, 'amin'),
+                   (np.nanmax, 'nanmax'), (np.nanmin, 'nanmin')):
+    defvjp(_fn, _chooser_vjp, fn=_chooser(_fn, _name))
+
+
+# --------------------------------------------------------------------------
+# var / std
+# --------------------------------------------------------------------------
+
+def _moment(np_fn, name):
+    def forward(a, axis=None, dtype=None, out=None, *rest, **kw):
+        _check(name, dtype, out, kw.get('where', True), allow_where=False)
+        return np_fn(a, axis, dtype, None, *rest, **kw)
+    forward.__name__ = name
+    return forward
+
+
+def _centred_scaled(a, axis, ddof, correction, c):
+    """``c * (a - mean(a)) / (n - ddof)`` over the reduced axes."""
+    shape = np.shape(a)
+    axes = _axes(axis, len(shape))
+    if correction is not None and correction is not _NoValue:
+        ddof = correction
+    dof = _count(shape, axes) - ddof
+    scale = c / dof if dof != 0 else math.nan    # NumPy's own value is nan/inf here
+    return (a - np.mean(a, axis=axes, keepdims=True)) * scale
+
+
+def _var_vjp(g, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *,
+             where=True, mean=None, correction=None):
+    return _keep(g, np.shape(a), axis, keepdims) * _centred_scaled(a, axis, ddof, correction, 2.0)
+
+
+def _std_vjp(g, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *,
+             where=True, mean=None, correction=None):
+    # d std = d var / (2 std).  At a constant input std = 0 and (a - mean) = 0: we
+    # return the subgradient 0 (finite) instead of 0/0 = nan.
+    gk = _keep(g / _safe(ans), np.shape(a), axis, keepdims)
+    return gk * _centred_scaled(a, axis, ddof, correction, 1.0)
+
+
+defvjp(np.var, _var_vjp, fn=_moment(np.var, 'var'))
+defvjp(np.std, _std_vjp, fn=_moment(np.std, 'std'))
+
+
+# --------------------------------------------------------------------------
+# cumsum / cumprod
+# --------------------------------------------------------------------------
+
+def _cumulative(np_fn, name):
+    def forward(a, axis=None, dtype=None, out=None):
+        _check(name, dtype, out)
+        return np_fn(a, axis, dtype)
+    forward.__name__ = name
+    return forward
+
+
+def _lane(a, axis):
+    """(array, axis) along which a cumulative op ran: ``axis=None`` means flattened."""
+    if axis is None:
+        return np.reshape(a, (-1,)), 0
+    return a, normalize_axis_tuple(axis, np.ndim(a))[0]
+
+
+def _cumsum_vjp(g, ans, a, axis=None, dtype=None, out=None):
+    ax = 0 if axis is None else normalize_axis_tuple(axis, np.ndim(a))[0]
+    gx = _reverse(np.cumsum(_reverse(g, ax), axis=ax), ax)
+    return np.reshape(gx, np.shape(a)) if axis is None else gx
+
+
+def _cumprod_vjp(g, ans, a, axis=None, dtype=None, out=None):
+    # d/dx[i] sum_k g[k] y[k] = (prod_{j<i} x[j]) * r[i],  r[i] = g[i] + x[i+1] r[i+1]:
+    # exact when x has zeros (no division by x).
+    x, ax = _lane(a, axis)
+    shape = np.shape(x)
+    before = _shift(ans, 1, ax) + _onehot(shape, ax, 0, x.dtype)
+    gx = before * _linrec(_shift(x, -1, ax), g, ax, reverse=True)
+    return np.reshape(gx, np.shape(a)) if axis is None else gx
+
+
+defvjp(np.cumsum, _cumsum_vjp, fn=_cumulative(np.cumsum, 'cumsum'))
+defvjp(np.cumprod, _cumprod_vjp, fn=_cumulative(np.cumprod, 'cumprod'))
+
+
+# --------------------------------------------------------------------------
+# trace
+# --------------------------------------------------------------------------
+
+def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    _check('trace', dtype, out)
+    return np.trace(a, offset, axis1, axis2, dtype)
+
+
+def _trace_vjp(g, ans, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    shape = np.shape(a)
+    nd = len(shape)
+    a1, a2 = axis1 % nd, axis2 % nd
+    others = [i for i in range(nd) if i not in (a1, a2)]
+    diag = np.eye(shape[a1], shape[a2], k=offset, dtype=a.dtype)
+    gt = np.reshape(g, np.shape(g) + (1, 1)) * diag
+    perm = others + [a1, a2]
+    if perm == list(range(nd)):
+        return gt
+    return np.transpose(gt, tuple(np.argsort(perm)))
+
+
+defvjp(np.trace, _trace_vjp, fn=_trace)
+
+
+# --------------------------------------------------------------------------
+# np.linalg.norm
+# --------------------------------------------------------------------------
+# Vector orders None/2, 1, inf, -inf, 0, p; matrix orders 'fro', 'nuc', 2, -2, 1, -1,
+# inf, -inf.  The 2-norm and 'fro' have gradient 0 at 0 (a subgradient; x/|x| would
+# be nan).  'nuc' and +-2 use the SVD in two internal primitives: the gradient
+# factor (U V^T, or u v^T of one singular value) and its derivative, which is a
+# Hessian-vector product and therefore its own adjoint.
+
+def _svd_factor_fwd(x, kind):
+    u, s, vt = np.linalg.svd(x, full_matrices=False)
+    if kind == 'nuc':
+        return u @ vt
+    p = 0 if kind == 2 else s.shape[-1] - 1
+    return u[..., :, p:p + 1] @ vt[..., p:p + 1, :]
+
+
+def _svd_hvp_fwd(x, h, kind):
+    """Derivative of ``_svd_factor_fwd(x)`` along ``h`` (= its adjoint applied to ``h``)."""
+    u, s, vt = np.linalg.svd(x, full_matrices=False)
+    v = np.swapaxes(vt, -1, -2)
+    ut = np.swapaxes(u, -1, -2)
+    ht = np.swapaxes(h, -1, -2)
+    e = ut @ h @ v                                         # E[i, j] = u_i' h v_j
+    with np.errstate(divide='ignore', invalid='ignore'):
+        if kind == 'nuc':
+            om = (e - np.swapaxes(e, -1, -2)) / (s[..., :, None] + s[..., None, :])
+            out = u @ om @ vt
+            out = out + (h - u @ (ut @ h)) @ (v / s[..., None, :]) @ vt
+            out = out + (u / s[..., None, :]) @ (ut @ (h - (h @ v) @ vt))
+            return out
+        k = s.shape[-1]
+        p = 0 if kind == 2 else k - 1
+        sp = s[..., p:p + 1]
+        up, vp = u[..., :, p], v[..., :, p]
+        c = 1.0 / (sp * sp - s * s)
+        c[..., p] = 0.0
+        e_ip, e_pi = e[..., :, p], e[..., p, :]
+        cu = (sp * e_ip + s * e_pi) * c
+        cv = (s * e_ip + sp * e_pi) * c
+        hv = np.einsum('...ij,...j->...i', h, vp)
+        htu = np.einsum('...ij,...j->...i', ht, up)
+        du = (np.einsum('...ij,...j->...i', u, cu)
+              + (hv - np.einsum('...ij,...j->...i', u, np.einsum('...ji,...j->...i', u, hv))) / sp)
+        dv = (np.einsum('...ij,...j->...i', v, cv)
+              + (htu - np.einsum('...ij,...j->...i', v, np.einsum('...ji,...j->...i', v, htu))) / sp)
+        return du[..., :, None] * vp[..., None, :] + up[..., :, None] * dv[..., None, :]
+
+
+def _svd_third_order(g, ans, x, h, kind):
+    raise NotImplementedError(f"third derivatives of np.linalg.norm(ord={kind!r}) with "
+                              f"respect to the matrix are not implemented")
+
+
+_svd_hvp_prim = Primitive(_svd_hvp_fwd, (_svd_third_order,
+                                         lambda g, ans, x, h, kind: _svd_hvp(x, g, kind)),
+                          name='svd_norm_hvp')
+_svd_factor_prim = Primitive(_svd_factor_fwd, (lambda g, ans, x, kind: _svd_hvp(x, g, kind),),
+                             name='svd_norm_grad')
+
+
+def _svd_hvp(x, h, kind):
+    return apply(_svd_hvp_prim, (x, h, kind), {})
+
+
+def _svd_factor(x, kind):
+    return apply(_svd_factor_prim, (x, kind), {})
+
+
+def _norm_plan(ndim, ord, axis):
+    """('vector' or 'matrix', axes, ord) the way np.linalg.norm reads its arguments."""
+    if axis is None:
+        if ord is None or ndim not in (1, 2):
+            return 'vector', tuple(range(ndim)), None      # 2-norm of the flattened array
+        return ('vector', (0,), ord) if ndim == 1 else ('matrix', (0, 1), ord)
+    if isinstance(axis, (tuple, list)):
+        axes = tuple(a % ndim for a in axis)
+        if len(axes) == 1:
+            return 'vector', axes, ord
+        return 'matrix', axes, 'fro' if ord is None else ord
+    return 'vector', (operator.index(axis) % ndim,), ord
+
+
+def _norm_vjp(g, ans, x, ord=None, axis=None, keepdims=False):
+    shape = np.shape(x)
+    nd = len(shape)
+    kind, axes, ord = _norm_plan(nd, ord, axis)
+    red = axes if len(axes) != nd else None   # None: ans is 0-d (or already kept)
+    gk = _keep(g, shape, red, keepdims)
+    rk = _keep(ans, shape, red, keepdims)
+    if (kind == 'vector' and ord in (None, 2)) or (kind == 'matrix' and ord == 'fro'):
+        return gk / _safe(rk) * x
+    if kind == 'vector':
+        if ord == 0:
+            return np.zeros(shape, dtype=x.dtype)
+        s = _sign(x)
+        if ord == 1:
+            return gk * s
+        if ord in (np.inf, -np.inf):
+            absx = x * s
+            mask = absx == rk
+            n = np.sum(mask, axis=axes, keepdims=True)   # ties: split equally, as in max
+            return gk * (s * mask / np.maximum(n, 1)).astype(x.dtype)
+        p = float(ord)
+        return gk * s * np.power(x * s, p - 1.0) / np.power(_safe(rk), p - 1.0)
+    r, c = axes
+    if ord in ('nuc', 2, -2):
+        others = [i for i in range(nd) if i not in (r, c)]
+        perm = others + [r, c]
+        xt = np.transpose(x, perm) if perm != list(range(nd)) else x
+        f = _svd_factor(xt, 'nuc' if ord == 'nuc' else int(ord))
+        if perm != list(range(nd)):
+            f = np.transpose(f, tuple(np.argsort(perm)))
+        return gk * f
+    if ord in (1, -1, np.inf, -np.inf):
+        # ord=+-1: max/min over columns of the column sums of |x|; +-inf: rows
+        summed, chosen = (r, c) if ord in (1, -1) else (c, r)
+        s = _sign(x)
+        sums = np.sum(x * s, axis=summed, keepdims=True)
+        mask = sums == rk
+        n = np.sum(mask, axis=chosen, keepdims=True)
+        return gk * (s * (mask / np.maximum(n, 1))).astype(x.dtype)
+    raise ValueError(f'np.linalg.norm: no derivative rule for matrix ord={ord!r}')
+
+
+def _norm(x, ord=None, axis=None, keepdims=False):
+    return np.linalg.norm(x, ord, axis, keepdims)
+
+
+defvjp(np.linalg.norm, _norm_vjp, fn=_norm)
+
+
+# --------------------------------------------------------------------------
+# average: a composite of sum, multiply and divide
+# --------------------------------------------------------------------------
+
+def _average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+    keepdims = False if keepdims is _NoValue else keepdims
+    shape = np.shape(a)
+    if weights is None:
+        avg = np.mean(a, axis=axis, keepdims=keepdims)
+        scl = np.full(np.shape(avg), _count(shape, _axes(axis, len(shape))), dtype=avg.dtype)
+    else:
+        wshape = np.shape(weights)
+        w = weights
+        if wshape != shape:
+            if axis is None:
+                raise TypeError('np.average: axis must be specified when shapes of a and '
+                                'weights differ')
+            axes = normalize_axis_tuple(axis, len(shape))
+            if wshape != tuple(shape[i] for i in axes):
+                raise ValueError('np.average: shape of weights must be consistent with '
+                                 'shape of a along specified axis')
+            # weights' axes in the order they are given, then broadcast along the rest
+            order = np.argsort(axes)
+            w = np.transpose(w, tuple(order)) if len(axes) > 1 else w
+            w = np.reshape(w, tuple(n if i in axes else 1 for i, n in enumerate(shape)))
+        scl = np.sum(np.broadcast_to(w, shape) if np.shape(w) != shape else w,
+                     axis=axis, keepdims=keepdims)
+        if np.any(scl == 0.0):
+            raise ZeroDivisionError("Weights sum to zero, can't be normalized")
+        avg = np.sum(a * w, axis=axis, keepdims=keepdims) / scl
+    if returned:
+        if np.shape(scl) != np.shape(avg):
+            scl = np.broadcast_to(scl, np.shape(avg))
+        return avg, scl
+    return avg
+
+
+defcomposite(np.average, _average)
+
+
+# --------------------------------------------------------------------------
+# ufunc.reduce / ufunc.accumulate on tracked values
+# --------------------------------------------------------------------------
+
 REDUCE[np.add] = np.sum
+REDUCE[np.multiply] = np.prod
+REDUCE[np.maximum] = np.max
+REDUCE[np.minimum] = np.min
+ACCUMULATE[np.add] = np.cumsum
+ACCUMULATE[np.multiply] = np.cumprod
