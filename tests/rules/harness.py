@@ -4,7 +4,9 @@ Each ``spec`` is a shape tuple (a random float64 argument that is differentiated
 ``arg(shape, low=, high=)`` for a restricted domain, or ``const(value)`` for an
 argument that is passed as is and not differentiated.  ``check`` runs
 ``tr.gradcheck`` (central finite differences, float64) to ``order`` (default 2:
-the pullback itself is differentiated on an outer tape).
+the pullback itself is differentiated on an outer tape).  A case whose ``fun`` wraps
+the NumPy call (``lambda a: np.linalg.cholesky(a @ a.T + 3 * np.eye(3))``) names the
+rule it tests with ``covers=np.linalg.cholesky`` for the systematic coverage check.
 """
 import numpy as np
 import pytest
@@ -28,11 +30,13 @@ class const:
 
 
 class Case:
-    def __init__(self, fun, *specs, kwargs=None, order=2, name=None, rtol=1e-5, atol=1e-6):
+    def __init__(self, fun, *specs, kwargs=None, order=2, name=None, rtol=1e-5, atol=1e-6,
+                 covers=None):
         self.fun, self.kwargs, self.order = fun, kwargs or {}, order
+        self.covers = fun if covers is None else covers   # the rule this case tests
         self.specs = [arg(s) if isinstance(s, tuple) else s for s in specs]
         self.rtol, self.atol = rtol, atol
-        fname = getattr(fun, '__name__', repr(fun))
+        fname = getattr(self.covers, '__name__', repr(self.covers))
         shapes = ','.join(repr(s.value) if isinstance(s, const) else str(s.shape if s.values is None
                                                                          else np.shape(s.values))
                           for s in self.specs)

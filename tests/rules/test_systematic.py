@@ -25,7 +25,7 @@ ALL_CASES = _all_cases()
 
 
 def test_every_rule_has_cases():
-    covered = {c.fun for c in ALL_CASES}
+    covered = {c.covers for c in ALL_CASES}
     missing = [registry._name(f) if callable(f) else repr(f)
                for f in registry.RULES if f not in covered]
     assert not missing, f'rules registered without a finite-difference case: {missing}'
