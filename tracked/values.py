@@ -15,7 +15,7 @@ from . import tape as _tape
 from .tape import Node, backward, recording_paused, active_recorder
 
 __all__ = ['Tracked', 'TrackedArray', 'TrackedReal', 'param', 'back', 'istracked',
-           'zero_grad', 'apply', 'call']
+           'apply', 'call']
 
 
 # --------------------------------------------------------------------------
@@ -35,6 +35,10 @@ def apply(prim, args, kwargs):
         return prim.fn(*args, **kwargs)
     if _tape._paused_threads and recording_paused():
         return prim.fn(*[plain(a) for a in args], **kwargs)
+    if _tape._recording_threads:                    # a GradientTape records this level
+        rec = active_recorder()
+        if rec is not None and rec.level == level:
+            return rec.record(prim, args, kwargs)
     if kwargs:
         for v in kwargs.values():
             if isinstance(v, Tracked):
@@ -116,12 +120,30 @@ def _note_view(parents, ref):
                 _note_view(p.parents, ref)
 
 
-def _live_views(node):
+def _live_views(node, idx=None):
+    """Whether a live view of ``node`` shares memory with the part ``idx`` (None: all)."""
     views = node.grad
     if not views or node.prim is None:
         return False
     views[:] = [r for r in views if r() is not None]
-    return bool(views)
+    if not views:
+        return False
+    base = plain(node.ans)
+    region = base
+    if idx is not None and not any(isinstance(i, (list, np.ndarray)) for i in
+                                   (idx if type(idx) is tuple else (idx,))):
+        region = base[idx]               # basic index: exactly the memory written
+        if not isinstance(region, np.ndarray):
+            region = base
+    for r in views:
+        v = r()
+        if v is not None:
+            try:
+                if np.shares_memory(plain(v), region, max_work=10000):
+                    return True
+            except np.exceptions.TooHardError:
+                return True
+    return False
 
 
 def call(fun, *args, **kwargs):
@@ -356,9 +378,10 @@ class Tracked:
         return call(operator.getitem, self, _plain_index(self, idx))
 
     def __setitem__(self, idx, value):
-        self._mutate(call(operator.setitem, self, _plain_index(self, idx), value))
+        idx = _plain_index(self, idx)
+        self._mutate(call(operator.setitem, self, idx, value), idx)
 
-    def _mutate(self, new):
+    def _mutate(self, new, idx=None):
         """Point this box at ``new``'s entry: in-place syntax, functional recording.
 
         The old entry stays on the tape untouched, so pullbacks that saved the old
@@ -375,7 +398,7 @@ class Tracked:
             raise ValueError('in-place change of a tracked array that is a view of another '
                              '(such as x[1:], x.T or x.reshape(...)): NumPy would change both. '
                              'Call .copy() first, or compute a new array.')
-        if _live_views(node):
+        if _live_views(node, idx):
             raise ValueError('in-place change of a tracked array that shares memory with a '
                              'view of it that is still in use (such as z = y[1:] or y.T): '
                              'NumPy would change both. Drop the view, use y.copy(), or '
@@ -460,7 +483,8 @@ class TrackedReal(Tracked):
 def _ufunc_kwargs(ufunc, kwargs):
     """Drop ufunc keywords that do not change the value; refuse the ones that would.
 
-    Pullbacks take no ufunc keywords, so none may reach the tape.
+    Elementwise pullbacks take no keywords, so none of these may reach the tape;
+    the rest (``axis=``, ``keepdims=`` of gufuncs such as ``np.vecdot``) pass through.
     """
     kwargs = dict(kwargs)
     kwargs.pop('out', None)
@@ -468,9 +492,6 @@ def _ufunc_kwargs(ufunc, kwargs):
         raise TypeError(f'np.{ufunc.__name__}: subok=/order= are not supported on tracked values')
     kwargs.pop('casting', None)
     dtype = kwargs.pop('dtype', None)
-    if kwargs:
-        raise TypeError(f'np.{ufunc.__name__}: keyword arguments {sorted(kwargs)} are not '
-                        f'supported on tracked values')
     if dtype is not None:
         raise TypeError(f'np.{ufunc.__name__}(..., dtype=...) is not supported on tracked '
                         f'values; convert with x.astype(dtype) first')
@@ -539,24 +560,6 @@ def istracked(x):
     (True, False)
     """
     return isinstance(x, Tracked)
-
-
-def zero_grad(x):
-    """``zero_grad(x)``: reset the gradient of leaf ``x`` to zeros in place; returns ``x``.
-
-    Values without a gradient buffer (plain arrays, non-leaf tracked values) are left
-    alone, so a tree walk may call this on every leaf.
-
-    >>> import numpy as np, tracked as tr
-    >>> x = tr.param(np.array([1.0, 2.0]))
-    >>> tr.back(np.sum(x * x)); tr.values.zero_grad(x).grad
-    array([0., 0.])
-    """
-    if isinstance(x, Tracked):
-        node = x._node
-        if node.prim is None and node.grad is not None:
-            node.grad[...] = 0
-    return x
 
 
 def back(y, dy=None, retain_graph=False):
