@@ -67,8 +67,9 @@ def lookup(fun):
 def _name(fun):
     mod = getattr(fun, '__module__', None) or ''
     base = getattr(fun, '__name__', repr(fun))
-    if mod.startswith('numpy.linalg'):
-        return 'np.linalg.' + base
+    for sub in ('linalg', 'fft', 'random'):
+        if mod.startswith('numpy.' + sub):
+            return f'np.{sub}.{base}'
     if mod == '_operator' or mod == 'operator':
         return 'operator.' + base
     return 'np.' + base

@@ -140,40 +140,51 @@ def reachable(root):
 _seq_key = operator.attrgetter('seq')
 
 
-def backward(root, seed, retain=False):
+def backward(root, seed, retain=False, order=None):
     """Propagate ``seed`` from ``root`` back through the tape.
 
     Returns ``{leaf node: cotangent}`` for the leaves that were reached.  Iterative,
     so a tape of millions of entries needs no deep recursion.  Unless ``retain``,
-    every non-leaf entry used is released afterwards.
+    every non-leaf entry used is released afterwards.  ``order`` is ``reachable(root)``
+    when the caller sweeps the same retained graph many times (Jacobian rows).
     """
-    order = reachable(root)
+    if order is None:
+        order = reachable(root)
     cts = {root: seed}
     leaves = {}
-    for node in order:
-        g = cts.pop(node, None)
-        if g is None:
-            continue
-        args = node.args
-        if args is None:            # a leaf, or an entry released by an earlier back()
-            if node.prim is None:
-                leaves[node] = g
+    try:
+        for node in order:
+            g = cts.pop(node, None)
+            if g is None:
                 continue
-            raise GraphReleasedError(
-                'back() reached a tape entry that an earlier back() released. '
-                'Pass retain_graph=True to the first back() to run it again, '
-                'or recompute the value.')
-        vjps = node.prim.vjps
-        kwargs, ans = node.kwargs, node.ans
-        for pos, parent in node.parents:
-            gi = vjps[pos](g, ans, *args, **kwargs) if kwargs else vjps[pos](g, ans, *args)
-            if gi is None:
-                continue
-            pshape = parent.ans.shape
-            if getattr(gi, 'shape', ()) != pshape:
-                gi = unbroadcast(gi, pshape)
-            prev = cts.get(parent)
-            cts[parent] = gi if prev is None else prev + gi
-        if not retain:
-            node.args = None        # release what the pullbacks saved
+            args = node.args
+            if args is None:            # a leaf, or an entry released by an earlier back()
+                if node.prim is None:
+                    leaves[node] = g
+                    continue
+                raise GraphReleasedError(
+                    'back() reached a tape entry that an earlier back() released. '
+                    'Pass retain_graph=True to the first back() to run it again, '
+                    'or recompute the value.')
+            vjps = node.prim.vjps
+            kwargs, ans = node.kwargs, node.ans
+            for pos, parent in node.parents:
+                gi = vjps[pos](g, ans, *args, **kwargs) if kwargs else vjps[pos](g, ans, *args)
+                if gi is None:
+                    continue
+                pshape = parent.ans.shape
+                if getattr(gi, 'shape', ()) != pshape:
+                    gi = unbroadcast(gi, pshape)
+                prev = cts.get(parent)
+                cts[parent] = gi if prev is None else prev + gi
+    except Exception as e:
+        if node.prim is not None and not isinstance(e, GraphReleasedError):
+            e.add_note(f'(raised by the pullback of {node.prim.name} during back)')
+        raise
+    if not retain:
+        # Only after success (not inside the loop): a pullback that raises must not
+        # leave entries recorded after it released, other losses may still use them.
+        for node in order:
+            node.args = None        # release what the pullbacks saved (leaves hold None)
+            node.parents = ()       # and the entries behind it: a kept loss keeps no graph
     return leaves

@@ -280,7 +280,9 @@ class Tracked:
         value = plain(self)
         rec = active_recorder()
         if rec is not None:
-            rec.concretize(self, kind, value)
+            recorded = rec.concretize(self, kind, value)   # an index stays a recorded value
+            if recorded is not None:
+                return recorded
         return value
 
     def __bool__(self):
@@ -373,6 +375,9 @@ class Tracked:
     def __abs__(self):
         return call(np.absolute, self)
 
+    def __round__(self, ndigits=None):
+        return call(np.round, self, ndigits or 0)
+
     # -- indexing and mutation ---------------------------------------------------
     def __getitem__(self, idx):
         return call(operator.getitem, self, _plain_index(self, idx))
@@ -395,9 +400,10 @@ class Tracked:
                              'record it. Update its value with tr.data(x)[...] = ..., or '
                              'compute a new array (y = x + v).')
         if getattr(node.prim, 'view', False):
-            raise ValueError('in-place change of a tracked array that is a view of another '
-                             '(such as x[1:], x.T or x.reshape(...)): NumPy would change both. '
-                             'Call .copy() first, or compute a new array.')
+            raise ValueError('in-place change of a tracked array that shares memory with '
+                             'another: it is a view (such as x[1:], x.T or x.reshape(...)), and '
+                             'NumPy would change both. Call .copy() first, or compute a new '
+                             'array.')
         if _live_views(node, idx):
             raise ValueError('in-place change of a tracked array that shares memory with a '
                              'view of it that is still in use (such as z = y[1:] or y.T): '

@@ -129,6 +129,8 @@ def _matmul_vjp_a(g, ans, a, b, **kwargs):
     if b.ndim == 1:
         return g * b if a.ndim == 1 else _col(g) * b        # outer product per row
     if a.ndim == 1:
+        if b.ndim == 2:
+            return b @ g                                     # (k,) directly: no sum entry
         return _row(g) @ _mT(b)                              # (..., 1, k): summed to (k,)
     return g @ _mT(b)
 
@@ -138,6 +140,8 @@ def _matmul_vjp_b(g, ans, a, b, **kwargs):
     if a.ndim == 1:
         return g * a if b.ndim == 1 else _col(a) * _row(g)
     if b.ndim == 1:
+        if a.ndim == 2:
+            return g @ a                                     # (k,) directly: no sum entry
         return _row(g) @ a                                   # (..., 1, k): summed to (k,)
     return _mT(a) @ g
 
