@@ -1,24 +1,169 @@
-"""Indexing rules: x[idx], the scatter-add that is its adjoint, and x[idx] = v."""
+"""Indexing rules: ``x[idx]``, the scatter-add that is its adjoint, and ``x[idx] = v``.
+
+``x[idx]`` is one registry entry over two primitives that differ only in their
+``view`` flag: basic indexing that NumPy answers with a view (slices, ``None``,
+``...``, fewer integers than dimensions) and everything that NumPy copies (integer
+and boolean arrays, a full set of integers giving a scalar).  One always-view
+primitive was rejected: it would make ``y[i] = y[i - 1] * 2`` on a 1-d ``y``
+refuse the write for a view that does not exist.
+
+``x[idx] = v`` (``TrackedArray.__setitem__``) records ``operator.setitem`` as a
+primitive returning a new array; ``values.Tracked._mutate`` then points the box at
+it.  Its adjoints are ``zero_at`` (for ``x``) and a gather (for ``v``).
+"""
 import operator
 
 import numpy as np
 
-from ..registry import Primitive, defvjp
-from ..values import apply
+from ..registry import Primitive, defcomposite, defvjp
+from ..tape import shape_of
+from ..values import Tracked, apply
+
+__all__ = ['scatter_add', 'zero_at', 'getitem', 'has_int_arrays']
 
 
-def _scatter_add_fwd(g, idx, shape):
-    out = np.zeros(shape, dtype=g.dtype)
-    np.add.at(out, idx, g)
+# --------------------------------------------------------------------------
+# Classifying an index (plain: indices are constants of the tape)
+# --------------------------------------------------------------------------
+
+def _parts(idx):
+    return idx if type(idx) is tuple else (idx,)
+
+
+def has_int_arrays(idx):
+    """Whether ``idx`` holds an integer array (or list), so positions may repeat."""
+    for i in _parts(idx):
+        if isinstance(i, (np.ndarray, list, tuple)):
+            a = np.asarray(i)
+            if a.ndim > 0 and a.dtype.kind != 'b':
+                return True
+    return False
+
+
+def _is_view(idx, ndim):
+    """Whether NumPy answers ``x[idx]`` with a view of ``x`` (basic indexing, not a scalar)."""
+    n_int = 0
+    view = False
+    for i in _parts(idx):
+        if type(i) is int or isinstance(i, np.integer):
+            n_int += 1
+        elif type(i) is slice or i is None or i is Ellipsis:
+            view = True
+        else:
+            return False    # an array, list or bool: advanced indexing copies
+    return view or n_int < ndim
+
+
+# --------------------------------------------------------------------------
+# scatter_add and zero_at: the linear maps behind the pullbacks
+# --------------------------------------------------------------------------
+
+def _scatter_add_fwd(g, idx, shape, unique=None):
+    g = np.asarray(g)
+    out = np.zeros(shape, dtype=g.dtype if g.dtype.kind == 'f' else np.float64)
+    if unique is None:
+        unique = not has_int_arrays(idx)
+    if unique:
+        out[idx] = g            # no position repeats: plain assignment, much faster
+    else:
+        np.add.at(out, idx, g)  # repeated positions accumulate
     return out
 
 
-_scatter = Primitive(_scatter_add_fwd, (lambda g, ans, h, idx, shape: g[idx],), name='scatter_add')
+_scatter = Primitive(_scatter_add_fwd, (lambda g, ans, h, idx, shape, unique=None: g[idx],),
+                     name='scatter_add')
 
 
-def scatter_add(g, idx, shape):
-    """Zeros of ``shape`` with ``g`` added at ``idx`` (repeated indices accumulate)."""
-    return apply(_scatter, (g, idx, shape), {})
+def scatter_add(g, idx, shape, unique=None):
+    """``scatter_add(g, idx, shape)``: zeros of ``shape`` with ``g`` added at ``idx``
+    (repeated indices accumulate); the adjoint of ``x[idx]``, differentiable itself.
+
+    ``unique=True`` promises that ``idx`` selects no position twice (assignment is
+    used); by default that is assumed exactly when ``idx`` holds no integer array.
+
+    >>> import numpy as np
+    >>> scatter_add(np.array([1.0, 2.0, 3.0]), [0, 2, 0], (3,))
+    array([4., 0., 2.])
+    """
+    return apply(_scatter, (g, idx, tuple(shape)), {} if unique is None else {'unique': unique})
 
 
-defvjp(operator.getitem, lambda g, ans, x, idx: scatter_add(g, idx, np.shape(x)), view=True)
+def _zero_at_fwd(g, idx):
+    out = np.array(g, copy=True)
+    out[idx] = 0
+    return out
+
+
+_zero = Primitive(_zero_at_fwd, (lambda gg, ans, g, idx: zero_at(gg, idx),), name='zero_at')
+
+
+def zero_at(g, idx):
+    """``zero_at(g, idx)``: a copy of ``g`` with ``g[idx]`` set to zero (a projection,
+    its own adjoint); the pullback of ``x[idx] = v`` for ``x``.
+
+    >>> import numpy as np
+    >>> zero_at(np.ones(4), slice(1, 3))
+    array([1., 0., 0., 1.])
+    """
+    return apply(_zero, (g, idx), {})
+
+
+# --------------------------------------------------------------------------
+# x[idx]
+# --------------------------------------------------------------------------
+
+def _getitem_vjp(g, ans, x, idx):
+    return scatter_add(g, idx, shape_of(x))
+
+
+_getitem_view = Primitive(operator.getitem, (_getitem_vjp,), name='operator.getitem', view=True)
+_getitem_copy = Primitive(operator.getitem, (_getitem_vjp,), name='operator.getitem')
+
+
+def getitem(x, idx):
+    """``x[idx]`` recorded as a view or a copy, as NumPy would return it."""
+    ndim = x.ndim if isinstance(x, Tracked) else np.ndim(x)
+    return apply(_getitem_view if _is_view(idx, ndim) else _getitem_copy, (x, idx), {})
+
+
+defcomposite(operator.getitem, getitem)
+
+
+# --------------------------------------------------------------------------
+# x[idx] = v  (functional: returns a new array)
+# --------------------------------------------------------------------------
+
+def _contains_tracked(v):
+    if isinstance(v, Tracked):
+        return True
+    if type(v) in (list, tuple):
+        return any(_contains_tracked(e) for e in v)
+    return False
+
+
+def _setitem_fwd(x, idx, v):
+    if type(v) in (list, tuple) and _contains_tracked(v):
+        raise TypeError('x[idx] = [...] with tracked values inside a list would drop their '
+                        'gradients; assign np.stack([...]) instead')
+    if has_int_arrays(idx):
+        shape = np.shape(x)
+        pos = np.arange(int(np.prod(shape))).reshape(shape)[idx]
+        if np.unique(pos).size != pos.size:
+            raise ValueError('x[idx] = v with an integer index array that repeats a position: '
+                             'NumPy keeps only the last write, so tracked refuses it. Assign '
+                             'with indices that do not repeat (e.g. from np.unique).')
+    out = np.array(x, copy=True)
+    out[idx] = v
+    return out
+
+
+def _setitem_vjp_value(g, ans, x, idx, v):
+    gv = g[idx]
+    extra = len(shape_of(v)) - len(shape_of(gv))
+    if extra > 0:   # NumPy lets v carry extra leading 1s: x[0] = v with v.shape == (1, n)
+        gv = np.reshape(gv, (1,) * extra + shape_of(gv))
+    return gv
+
+
+defvjp(operator.setitem, lambda g, ans, x, idx, v: zero_at(g, idx), None, _setitem_vjp_value,
+       fn=_setitem_fwd)

@@ -1,9 +1,43 @@
-"""Functions whose results carry no gradient: comparisons, index-valued, shape queries."""
+"""Functions whose results carry no gradient: comparisons, predicates, index-valued
+functions, shape and dtype queries, and arrays made only from a value's shape.
+
+An explicit list rather than a guess: a NumPy function missing from here and from
+the rules raises a ``TypeError`` naming it.  Each one reaches ``tracked`` through
+``__array_ufunc__`` (the ufuncs) or ``__array_function__`` (the rest) and returns
+a plain result.
+"""
 import numpy as np
 
-from ..registry import nondifferentiable
+from ..registry import nondifferentiable, defcomposite
+from ..values import Tracked, call_nondiff, plain
 
 nondifferentiable(
+    # comparison and logical ufuncs
     np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal,
-    np.shape, np.ndim, np.size,
+    np.logical_and, np.logical_or, np.logical_not, np.logical_xor,
+    # predicates
+    np.isnan, np.isinf, np.isfinite, np.isneginf, np.isposinf, np.signbit,
+    np.isclose, np.allclose, np.array_equal, np.array_equiv,
+    np.isreal, np.iscomplex, np.isrealobj, np.iscomplexobj,
+    np.any, np.all,
+    # integer-valued: positions, counts, orderings
+    np.argmax, np.argmin, np.argsort, np.argpartition, np.lexsort, np.argwhere,
+    np.nonzero, np.flatnonzero, np.count_nonzero, np.searchsorted,
+    # shapes and dtypes
+    np.shape, np.ndim, np.size, np.result_type, np.can_cast,
+    np.shares_memory, np.may_share_memory,
+    # arrays made from a value's shape and dtype only (np.full_like: below)
+    np.zeros_like, np.ones_like, np.empty_like,
 )
+
+
+def _full_like(a, fill_value, dtype=None, order='K', subok=True, shape=None, **kwargs):
+    """``np.full_like``: plain, unless ``fill_value`` itself is tracked."""
+    if not isinstance(fill_value, Tracked):
+        return call_nondiff(np.full_like, (a, fill_value, dtype, order, subok, shape), kwargs)
+    out_shape = np.shape(plain(a)) if shape is None else shape
+    zeros = np.zeros(out_shape, dtype=dtype or plain(a).dtype)
+    return zeros + fill_value      # the gradient of fill_value is the sum of the cotangent
+
+
+defcomposite(np.full_like, _full_like)

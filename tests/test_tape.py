@@ -1,0 +1,381 @@
+"""The tape (tracked/tape.py): back, released graphs, unbroadcast, nesting by levels."""
+import numpy as np
+import pytest
+
+import tracked as tr
+from tracked import tape as tp
+from tracked.api import vjp
+from tracked.tape import GraphReleasedError
+
+
+
+# --------------------------------------------------------------------------
+# back
+# --------------------------------------------------------------------------
+
+def test_back_function_and_method_give_the_same_gradient():
+    x = np.array([0.5, -1.0, 2.0])
+    a, b = tr.param(x.copy()), tr.param(x.copy())
+    tr.back(np.sum(np.sin(a) * a))
+    np.sum(np.sin(b) * b).back()
+    expected = np.cos(x) * x + np.sin(x)
+    np.testing.assert_allclose(a.grad, expected)
+    np.testing.assert_allclose(b.grad, expected)
+
+
+def test_gradients_accumulate_across_back_calls():
+    x = tr.param(np.array([1.0, 2.0]))
+    buf = x.grad
+    tr.back(np.sum(x * x))
+    np.testing.assert_array_equal(x.grad, [2.0, 4.0])
+    tr.back(np.sum(x * 3.0))
+    np.testing.assert_array_equal(x.grad, [5.0, 7.0])
+    assert x.grad is buf                       # accumulated in place (+=)
+    s = tr.param(1.0)
+    (s * 2.0).back()
+    (s * 5.0).back()
+    assert s.grad == 7.0
+
+
+def test_zero_grad_single_value():
+    x = tr.param(np.array([1.0, 2.0]))
+    buf = x.grad
+    tr.back(np.sum(x * x))
+    assert tr.zero_grad(x) is x
+    assert x.grad is buf
+    np.testing.assert_array_equal(x.grad, [0.0, 0.0])
+    tr.back(np.sum(x * 3.0))
+    np.testing.assert_array_equal(x.grad, [3.0, 3.0])
+    s = tr.param(np.float32(2.0))
+    (s * s).back()
+    tr.zero_grad(s)
+    assert s.grad == 0 and np.asarray(s.grad).dtype == np.float32
+    # values without a gradient buffer are left alone
+    y = x * 2.0
+    assert tr.zero_grad(y) is y and y.grad is None
+    plain = np.ones(2)
+    assert tr.zero_grad(plain) is plain
+    np.testing.assert_array_equal(plain, [1.0, 1.0])
+
+
+def test_dy_defaults_to_one_for_scalars():
+    x = tr.param(3.0)
+    tr.back(x * x)
+    assert x.grad == 6.0
+    tr.back(x * x, 2.0)
+    assert x.grad == 18.0
+
+
+def test_dy_weights_an_array_output():
+    x = tr.param(np.array([1.0, 2.0, 3.0]))
+    tr.back(x * x, np.array([1.0, 0.0, -1.0]))
+    np.testing.assert_array_equal(x.grad, [2.0, 0.0, -6.0])
+    x2 = tr.param(np.ones((2, 2)))
+    (x2 * 3.0).back([[1.0, 2.0], [3.0, 4.0]])        # nested lists are accepted
+    np.testing.assert_array_equal(x2.grad, [[3.0, 6.0], [9.0, 12.0]])
+
+
+def test_dy_is_required_for_array_outputs():
+    x = tr.param(np.ones((2, 3)))
+    with pytest.raises(ValueError, match=r'dy.*\(2, 3\)'):
+        tr.back(x * 2.0)
+    with pytest.raises(ValueError, match='dy'):
+        (x * 2.0).back()
+    # a one-element array is not a scalar either
+    with pytest.raises(ValueError, match='dy'):
+        tr.back(tr.param(np.ones(1)) * 2.0)
+
+
+@pytest.mark.parametrize('dy', [np.ones(3), np.ones((3, 2)), 1.0, np.ones((1, 2, 3))])
+def test_dy_with_wrong_shape_raises(dy):
+    x = tr.param(np.ones((2, 3)))
+    with pytest.raises(ValueError, match='shape'):
+        tr.back(x * 2.0, dy)
+    assert not x.grad.any()
+
+
+def test_dy_with_wrong_shape_for_a_scalar_raises():
+    x = tr.param(1.0)
+    with pytest.raises(ValueError, match='shape'):
+        tr.back(x * 2.0, np.ones(2))
+
+
+@pytest.mark.parametrize('y', [np.ones(3), 1.0, 3, None, [1.0]])
+def test_back_on_an_untracked_value_raises(y):
+    with pytest.raises(TypeError, match='tracked'):
+        tr.back(y)
+
+
+def test_back_on_a_leaf():
+    x = tr.param(np.array([1.0, 2.0]))
+    tr.back(x, np.array([3.0, 4.0]))
+    np.testing.assert_array_equal(x.grad, [3.0, 4.0])
+
+
+def test_back_twice_through_a_released_graph_raises():
+    x = tr.param(np.array([1.0, 2.0]))
+    loss = np.sum(np.sin(x) * 2.0)
+    tr.back(loss)
+    first = x.grad.copy()
+    with pytest.raises(GraphReleasedError) as err:
+        tr.back(loss)
+    msg = str(err.value)
+    assert 'retain_graph=True' in msg and 'released' in msg
+    np.testing.assert_array_equal(x.grad, first)     # nothing accumulated by the failure
+    assert isinstance(err.value, RuntimeError)
+
+
+def test_shared_intermediate_after_release_raises():
+    x = tr.param(np.array([1.0, 2.0]))
+    h = np.sin(x) * 2.0
+    tr.back(np.sum(h))
+    with pytest.raises(GraphReleasedError):
+        tr.back(np.sum(h * 3.0))
+    # the values stay readable, and the leaves stay usable
+    np.testing.assert_allclose(h.data, np.sin([1.0, 2.0]) * 2.0)
+    tr.zero_grad(x)
+    tr.back(np.sum(x * 3.0))
+    np.testing.assert_array_equal(x.grad, [3.0, 3.0])
+
+
+def test_retain_graph_allows_repeating():
+    x = tr.param(np.array([1.0, 2.0]))
+    loss = np.sum(np.exp(x) * x)
+    tr.back(loss, retain_graph=True)
+    g1 = x.grad.copy()
+    np.testing.assert_allclose(g1, np.exp(x.data) * (x.data + 1))
+    loss.back(retain_graph=True)
+    np.testing.assert_allclose(x.grad, 2 * g1)
+    tr.back(loss)                                     # last use releases
+    np.testing.assert_allclose(x.grad, 3 * g1)
+    with pytest.raises(GraphReleasedError):
+        tr.back(loss)
+
+
+def test_back_through_a_branching_graph():
+    x = tr.param(2.0)
+    a = x * 3.0
+    b = np.sin(a)
+    c = a * b + np.exp(a) - b / x
+    tr.back(c)
+    xv = 2.0
+    av = 3 * xv
+    dc = (3 * (np.sin(av) + av * np.cos(av)) + 3 * np.exp(av)
+          - (3 * np.cos(av) * xv - np.sin(av)) / xv ** 2)
+    assert x.grad == pytest.approx(dc, rel=1e-12)
+
+
+def test_pieces_of_a_graph_not_leading_to_the_output_are_ignored():
+    x = tr.param(np.array([1.0, 2.0]))
+    unused = np.exp(x) * 5.0
+    y = np.sum(x * 2.0)
+    tr.back(y)
+    np.testing.assert_array_equal(x.grad, [2.0, 2.0])
+    tr.back(np.sum(unused))                           # still usable: it was not released
+    np.testing.assert_allclose(x.grad, 2.0 + 5.0 * np.exp(x.data))
+
+
+def test_output_independent_of_a_param_leaves_its_grad():
+    x = tr.param(np.ones(2))
+    z = tr.param(np.ones(2))
+    tr.back(np.sum(x * 2.0))
+    np.testing.assert_array_equal(z.grad, [0.0, 0.0])
+
+
+def test_tracked_dy_under_nesting():
+    # back(y, dy) with dy tracked at an outer level records the backward pass there
+    def f(d):
+        x = tr.param(np.array([1.0, 2.0]))
+        y = x * x
+        leaves = tp.backward(y._node, d)
+        return np.sum(leaves[x._node] * leaves[x._node])
+    y, back = vjp(f, np.array([1.0, 3.0]))
+    assert float(y) == 4.0 + 144.0                    # (2 x d)^2 = (2, 12)^2
+    np.testing.assert_allclose(back(1.0)[0], [8.0, 96.0])   # 8 x^2 d
+
+
+# --------------------------------------------------------------------------
+# Internals: unbroadcast, reachable, pause_recording
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize('gshape, shape, expected', [
+    ((3, 4), (3, 1), np.full((3, 1), 4.0)),
+    ((3, 4), (4,), np.full(4, 3.0)),
+    ((3, 4), (), 12.0),
+    ((3, 4), (1, 4), np.full((1, 4), 3.0)),
+    ((2, 3, 4), (3, 1), np.full((3, 1), 8.0)),
+    ((2, 1, 4), (2, 1, 1), np.full((2, 1, 1), 4.0)),
+    ((3, 4), (3, 4), np.ones((3, 4))),
+])
+def test_unbroadcast(gshape, shape, expected):
+    g = tp.unbroadcast(np.ones(gshape), shape)
+    assert np.shape(g) == shape
+    np.testing.assert_array_equal(g, expected)
+
+
+def test_reachable_is_in_reverse_recording_order():
+    x = tr.param(1.0)
+    a = x * 2.0
+    b = np.sin(a)
+    c = a + b
+    order = tp.reachable(c._node)
+    assert order == [c._node, b._node, a._node, x._node]
+    assert [n.seq for n in order] == sorted((n.seq for n in order), reverse=True)
+    assert 'leaf' in repr(x._node) and 'level=0' in repr(x._node)
+
+
+def test_pause_recording():
+    x = tr.param(np.array([1.0, 2.0]))
+    with tp.pause_recording():
+        y = x * 2.0 + np.sin(x)
+        assert tp.recording_paused()
+    assert not tp.recording_paused()
+    assert type(y) is np.ndarray
+    np.testing.assert_allclose(y, 2.0 * x.data + np.sin(x.data))
+    assert tr.istracked(x * 2.0)
+    with pytest.raises(RuntimeError, match='inside'):
+        with tp.pause_recording():
+            raise RuntimeError('inside')
+    assert not tp.recording_paused()
+    assert tr.istracked(x * 2.0)
+    assert tp._paused_threads == 0
+
+
+# --------------------------------------------------------------------------
+# Nesting: trace levels through tracked.api.vjp
+# --------------------------------------------------------------------------
+
+def test_no_perturbation_confusion():
+    # d/dx [x * d/dy (x + y)] = d/dx [x * 1] = 1
+    def f(x):
+        return x * vjp(lambda y: x + y, 1.0)[1](1.0)[0]
+    y, back = vjp(f, 1.0)
+    assert y == 1.0
+    assert back(1.0) == (1.0,)
+    # the classic variant where the inner function really depends on both
+    def g(x):
+        return vjp(lambda y: x * y, 2.0)[1](1.0)[0]      # d/dy (x y) = x
+    y, back = vjp(g, 3.0)
+    assert y == 3.0 and back(1.0)[0] == 1.0
+
+
+def test_second_derivative_of_a_scalar_function():
+    def f(x):
+        return np.sin(x) * x
+
+    def df(x):
+        return vjp(f, x)[1](1.0)[0]
+    x0 = 0.7
+    y, back = vjp(df, x0)
+    assert y == pytest.approx(np.cos(x0) * x0 + np.sin(x0))
+    assert back(1.0)[0] == pytest.approx(2 * np.cos(x0) - x0 * np.sin(x0), rel=1e-12)
+
+
+def test_second_derivative_elementwise_vector():
+    x0 = np.array([0.3, -1.2, 2.0])
+
+    def df(x):
+        return vjp(lambda z: np.sum(np.exp(z) * np.sin(z)), x)[1](1.0)[0]
+    y, back = vjp(df, x0)
+    np.testing.assert_allclose(y, np.exp(x0) * (np.sin(x0) + np.cos(x0)))
+    np.testing.assert_allclose(back(np.ones(3))[0], 2 * np.exp(x0) * np.cos(x0))
+
+
+def test_third_derivative():
+    def d(f):
+        return lambda x: vjp(f, x)[1](1.0)[0]
+    x0 = 0.4
+    d3 = d(d(d(np.sin)))
+    assert d3(x0) == pytest.approx(-np.cos(x0), rel=1e-12)
+    d3exp = d(d(d(lambda x: np.exp(x * 2.0))))
+    assert d3exp(x0) == pytest.approx(8 * np.exp(2 * x0), rel=1e-12)
+
+
+def test_mixed_second_derivative():
+    # d/da [d/db (a^2 b^3)] = 6 a b^2
+    def inner_grad_b(a, b):
+        return vjp(lambda bb: a * a * bb * bb * bb, b)[1](1.0)[0]
+    y, back = vjp(inner_grad_b, 2.0, 3.0)
+    assert y == pytest.approx(3 * 4 * 9)
+    da, db = back(1.0)
+    assert da == pytest.approx(6 * 2 * 9)
+    assert db == pytest.approx(6 * 4 * 3)
+
+
+def test_gradient_penalty_with_params_and_back():
+    # loss = sum(d/dx sum(tanh(w x))^2) differentiated w.r.t. a param w (level 0)
+    w0 = np.array([0.5, -1.5, 2.0])
+    x0 = np.array([0.3, 0.2, -0.4])
+    w = tr.param(w0.copy())
+    gx = vjp(lambda x: np.sum(np.tanh(w * x)), x0)[1](1.0)[0]
+    assert tr.istracked(gx)
+    t = np.tanh(w0 * x0)
+    np.testing.assert_allclose(gx.data, w0 * (1 - t ** 2))
+    loss = np.sum(gx * gx)
+    tr.back(loss)
+    # d/dw [w^2 (1 - t^2)^2] with t = tanh(w x)
+    expected = (2 * w0 * (1 - t ** 2) ** 2
+                + w0 ** 2 * 2 * (1 - t ** 2) * (-2 * t) * (1 - t ** 2) * x0)
+    np.testing.assert_allclose(w.grad, expected, rtol=1e-12)
+
+
+def test_vjp_back_may_be_called_many_times():
+    y, back = vjp(lambda x: np.sum(x * x), np.array([1.0, 2.0]))
+    g1 = back(1.0)[0]
+    g2 = back(2.0)[0]
+    np.testing.assert_array_equal(g1, [2.0, 4.0])
+    np.testing.assert_array_equal(g2, [4.0, 8.0])
+
+
+def test_vjp_of_an_output_independent_of_the_argument():
+    y, back = vjp(lambda x: np.ones(2) * 3.0, np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(y, [3.0, 3.0])
+    assert back(np.ones(2)) == (None,)
+
+
+def test_vjp_output_is_plain_at_the_outer_level():
+    y, _ = vjp(lambda x: x * 2.0, np.array([1.0]))
+    assert type(y) is np.ndarray
+    w = tr.param(2.0)
+    y, back = vjp(lambda x: x * w, 3.0)
+    assert tr.istracked(y) and float(y) == 6.0      # still tracked at w's level
+    g = back(1.0)[0]
+    assert tr.istracked(g) and float(g) == 2.0
+    tr.back(g * y)                                  # d/dw (w * 3w) = 6w
+    assert w.grad == 12.0
+
+
+def test_vjp_gradient_has_the_dtype_of_a_float32_argument():
+    x32 = np.array([0.5, 1.0, 2.0], dtype=np.float32)
+    for f, dy in ((lambda x: np.sum(np.sin(x) * 2.0), 1.0),        # float64 seed
+                  (lambda x: np.sum(x * np.ones(3)), 1.0),         # promoting operand
+                  (lambda x: x * 2.0, np.ones(3)),
+                  (lambda x: x, np.ones(3))):
+        g = vjp(f, x32)[1](dy)[0]
+        assert g.dtype == np.float32
+    g = vjp(lambda x: x * 3.0, np.float32(1.0))[1](1.0)[0]
+    assert np.asarray(g).dtype == np.float32 and g == 3.0
+    # second order keeps it too
+    g2 = vjp(lambda x: vjp(lambda z: np.sum(np.sin(z)), x)[1](1.0)[0], x32)[1](np.ones(3))[0]
+    assert g2.dtype == np.float32
+    np.testing.assert_allclose(g2, -np.sin(x32), rtol=1e-6)
+    # integer arguments get a float gradient
+    assert vjp(lambda n: n * 2.5, 3)[1](1.0)[0] == 2.5
+
+
+def test_second_order_through_broadcasting():
+    # unbroadcast is itself recorded when the cotangent is tracked at an outer level
+    a0 = np.array([[0.5], [-1.0], [2.0]])                  # (3, 1)
+    b0 = np.array([0.1, 0.2, -0.3, 0.4])                    # (4,)
+
+    def grad_a(b):
+        return vjp(lambda a: np.sum(np.sin(a * b)), a0)[1](1.0)[0]
+    ga, back = vjp(grad_a, b0)
+    assert ga.shape == (3, 1)
+    np.testing.assert_allclose(ga, np.sum(np.cos(a0 * b0) * b0, axis=1, keepdims=True))
+    w = np.array([[1.0], [2.0], [3.0]])
+    gb = back(w)[0]
+    assert gb.shape == (4,)
+    expected = np.sum(w * (np.cos(a0 * b0) - a0 * b0 * np.sin(a0 * b0)), axis=0)
+    np.testing.assert_allclose(gb, expected, rtol=1e-12)
+    assert tr.gradcheck(lambda a, b: np.sum(np.sin(a * b) * a), a0, b0, order=2)
