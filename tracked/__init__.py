@@ -1,5 +1,15 @@
 """tracked: reverse-mode automatic differentiation of NumPy code by operator overloading."""
-from .values import TrackedArray, TrackedReal, param, back, istracked
+from .values import TrackedArray, TrackedReal, back
 from . import rules  # noqa: F401  (fills the registry)
 from . import api  # noqa: F401
+from .api import (gradient, withgradient, pullback, jacobian, withjacobian,  # noqa: F401
+                  hessian, hessian_reverse, diaghessian, jvp, hvp)
+from .functors import fmap, leaf, param, data, grad, zero_grad, istracked  # noqa: F401
+from .custom import rule, ignore_derivatives, non_differentiable, checkpoint  # noqa: F401
+from .backends import AutoTracked, AutoFiniteDifferences  # noqa: F401
 from .testing import gradcheck
+from . import nn  # noqa: F401
+from .nn import (Dense, Embedding, Chain, relu, sigmoid, tanh, softmax, logsoftmax,  # noqa: F401
+                 logsumexp, mse, crossentropy, logitcrossentropy, onehot)
+from . import optimise  # noqa: F401
+from .optimise import Descent, Momentum, Adam, AdamW, setup, update, train  # noqa: F401

@@ -1,28 +1,50 @@
-"""The convenience API (Zygote/Flux style), each operator a few lines over ``vjp``."""
+"""The convenience API (Zygote/Flux style), each operator a few lines over ``vjp``.
+
+``vjp`` is the one primitive: it records ``f`` at a fresh trace level (above every
+level that exists, so calls nest without perturbation confusion) and returns the
+value and a reusable ``back``.  ``pullback`` adds argument trees; ``gradient``,
+``withgradient``, ``jacobian``, ``hessian``, ``diaghessian``, ``jvp`` and ``hvp`` are
+a few lines each over ``pullback``.  Values returned are plain relative to the
+call's level: at the top level NumPy values, under nesting possibly tracked at an
+outer level, which is what makes derivatives of derivatives work.
+"""
+from collections import namedtuple
+
 import numpy as np
 
-from .tape import backward, new_level
-from .values import Tracked, as_value, leaf
+from .backends import ADType
+from .functors import _map, _keep, _kind, _is_number_list, leaves as _tree_leaves, structure_map
+from .registry import Primitive
+from .tape import Node, backward, new_level, reachable
+from .values import Tracked, as_value, leaf, plain
 
-__all__ = ['vjp']
+__all__ = ['vjp', 'pullback', 'gradient', 'withgradient', 'jacobian', 'withjacobian',
+           'hessian', 'hessian_reverse', 'diaghessian', 'jvp', 'hvp']
+
+WithGradient = namedtuple('WithGradient', ['val', 'grad'])
+WithJacobian = namedtuple('WithJacobian', ['val', 'grad'])
 
 
-def _seed_leaf(x, level):
-    """A leaf at ``level`` for argument ``x``; a lower-level tracked ``x`` is kept as its value."""
-    return leaf(x if isinstance(x, Tracked) else as_value(x, int_to_float=False), level)
+# --------------------------------------------------------------------------
+# The core: vjp over flat arguments
+# --------------------------------------------------------------------------
 
-
-def _at_level(y, level):
-    """``y`` seen from outside ``level``: its value if tracked there, else ``y`` itself."""
-    return y._node.ans if isinstance(y, Tracked) and y._node.level == level else y
+def _leaf_value(x):
+    """The value a leaf holds for argument ``x``: integer arrays become float64, an
+    integer scalar stays an integer (usable as an index or size), a tracked value
+    of an outer level is kept as it is (that is what nests)."""
+    if isinstance(x, Tracked):
+        return x
+    return as_value(x, int_to_float=isinstance(x, np.ndarray))
 
 
 def vjp(f, *args):
     """``vjp(f, *args) -> (y, back)``: the core of every operator; ``back(dy)`` returns
     one cotangent per argument (``None`` where ``y`` does not depend on it).
 
-    Arguments are array-likes; trees and non-numeric arguments are handled by the
-    public operators built on this.
+    Arguments are array-likes (``pullback`` adds trees and non-numeric arguments).
+    ``y`` may be a tree (tuple, dict, ...) of outputs; ``dy`` then mirrors it, with
+    ``None`` for outputs that get no cotangent.  ``back`` may be called many times.
 
     >>> import numpy as np, tracked as tr
     >>> y, back = tr.api.vjp(lambda x: np.sin(x) * 2, np.array([0.0, 1.0]))
@@ -30,13 +52,495 @@ def vjp(f, *args):
     array([2.        , 1.08060461])
     """
     level = new_level()
-    boxed = [_seed_leaf(a, level) for a in args]
+    boxed = [leaf(_leaf_value(a), level) for a in args]
     out = f(*boxed)
-    y = _at_level(out, level)
+    y = _unbox(out, level)
+    order = []           # the single output's entries, sorted once for every back(dy)
 
-    def back(dy):
-        if not (isinstance(out, Tracked) and out._node.level == level):
-            return tuple(None for _ in boxed)
-        leaves = backward(out._node, dy, retain=True)
-        return tuple(leaves.get(b._node) for b in boxed)
+    def back(dy=None):
+        if isinstance(out, Tracked) and out._node.level == level:
+            node = out._node
+            if not order:
+                order.extend(reachable(node))
+            cts = backward(node, _seed(dy, out, single=True), retain=True, order=order)
+        else:
+            roots = _roots(out, dy, level)
+            if not roots:
+                return tuple(None for _ in boxed)
+            cts = backward(_joint_root(roots, level), np.float64(1.0), retain=True)
+        return tuple(_cast_like(cts.get(b._node), b._node.ans) for b in boxed)
     return y, back
+
+
+def _cast_like(g, x):
+    """Cotangent ``g`` in float argument ``x``'s dtype (a float32 input gets a float32
+    gradient even where the tape promoted); integer arguments keep a float gradient."""
+    dtype = getattr(x, 'dtype', None)
+    if g is None or dtype is None or dtype.kind != 'f' or getattr(g, 'dtype', None) == dtype:
+        return g
+    return g.astype(dtype) if hasattr(g, 'astype') else np.asarray(g, dtype=dtype)[()]
+
+
+def _at_level(y, level):
+    """``y`` seen from outside ``level``: its value if tracked there, else ``y`` itself."""
+    return y._node.ans if isinstance(y, Tracked) and y._node.level == level else y
+
+
+def _is_tracked(x):
+    return isinstance(x, Tracked)
+
+
+class _NoMemo(dict):
+    """A memo that remembers nothing: every occurrence of an output is seeded."""
+
+    def get(self, key, default=None):
+        return None
+
+    def __setitem__(self, key, value):
+        pass
+
+
+def _unbox(out, level):
+    if isinstance(out, Tracked):
+        return _at_level(out, level)
+    if _kind(out) is None:
+        return out
+    return _map(lambda t: _at_level(t, level), out, (), _is_tracked, _keep, _NoMemo())
+
+
+def _roots(out, dy, level):
+    """(node, seed) for each output tracked at ``level`` whose cotangent is given
+    (``back`` itself serves a single output tracked there)."""
+    if isinstance(out, Tracked) or _kind(out) is None:
+        return []
+    pairs = []
+
+    def take(o, d):
+        if o._node.level == level and d is not None:
+            pairs.append((o._node, _seed(d, o)))
+    try:
+        _map(take, out, (dy,), _is_tracked, _keep, _NoMemo())
+    except (IndexError, KeyError, AttributeError, TypeError) as e:
+        raise ValueError(f'back(dy): dy must mirror the structure of the output '
+                         f'({type(out).__name__}), with None for outputs without a '
+                         f'cotangent; could not match it ({e})') from None
+    return pairs
+
+
+def _seed(dy, out, single=False):
+    """``dy`` as a cotangent for output ``out``: its shape, a float dtype."""
+    ans = out._node.ans
+    shape = ans.shape
+    if (type(dy) is np.ndarray and dy.shape == shape and dy.dtype == ans.dtype
+            and dy.dtype.kind == 'f'):
+        return dy                      # the common case, e.g. Jacobian rows
+    if dy is None and single:
+        if shape != ():
+            raise ValueError(f'back(dy) needs dy for an output of shape {shape}')
+        dy = 1.0
+    if isinstance(dy, Tracked):
+        seed = dy
+    else:
+        dtype = plain(ans).dtype
+        seed = np.asarray(dy, dtype=dtype if dtype.kind == 'f' else np.float64)
+        if seed.ndim == 0:
+            seed = seed[()]
+    if seed.shape != shape:
+        raise ValueError(f'back(dy): dy has shape {seed.shape}, the output has shape {shape}')
+    return seed
+
+
+def _constant(seed):
+    return lambda g, ans: seed
+
+
+def _joint_root(roots, level):
+    """One entry whose parents are all seeded outputs, so one backward pass serves them."""
+    prim = Primitive(None, [_constant(s) for _, s in roots], name='outputs')
+    return Node(prim, (), {}, np.float64(0.0), tuple((i, n) for i, (n, _) in enumerate(roots)),
+                level)
+
+
+# --------------------------------------------------------------------------
+# Argument trees: which leaves are differentiated, and the structure of gradients
+# --------------------------------------------------------------------------
+
+def _differentiable(x):
+    """Arrays and scalars of numbers (complex ones get a clear error later); not bools."""
+    if isinstance(x, (np.ndarray, Tracked)):
+        return x.dtype.kind in 'fiuc'
+    if isinstance(x, (bool, np.bool_)):
+        return False
+    return isinstance(x, (int, float, complex, np.number))
+
+
+class _Args:
+    """The differentiated leaves of an argument tuple, and the way back to trees.
+
+    A leaf is an array or number; a tied array (the same object twice in one
+    argument) is one leaf, so its gradient is the total, shared in every place.
+    """
+
+    def __init__(self, args):
+        self.args = args
+        self.flat = []
+        self.kinds = []            # per argument: 'leaf', 'const' or the number of leaves
+        for a in args:
+            if _differentiable(a):
+                self.kinds.append('leaf')
+                self.flat.append(a)
+            elif _kind(a) is None:
+                self.kinds.append('const')
+            else:
+                ls = _tree_leaves(a, _differentiable)
+                self.kinds.append(len(ls))
+                self.flat.extend(ls)
+
+    def rebuild(self, values):
+        """The arguments with their leaves replaced by ``values`` (flat, in order)."""
+        return self._place(values, _keep_arg, keep_const=True)
+
+    def gradients(self, cts, fn=None):
+        """Per argument: the tree of ``fn(cotangent, leaf)``; None for the rest."""
+        return self._place(cts, fn or _match, keep_const=False)
+
+    def _place(self, values, fn, keep_const):
+        out = []
+        pos = 0
+        for a, kind in zip(self.args, self.kinds):
+            if kind == 'leaf':
+                out.append(fn(values[pos], a))
+                pos += 1
+            elif kind == 'const':
+                out.append(a if keep_const else None)
+            else:
+                it = iter(values[pos:pos + kind])
+                pos += kind
+                put = (lambda x, it=it: fn(next(it), x))
+                out.append(_map(put, a, (), _differentiable, _keep, {}) if keep_const
+                           else structure_map(put, a, _differentiable))
+        return tuple(out)
+
+
+def _keep_arg(value, original):
+    return value
+
+
+def _match(g, a):
+    """Cotangent ``g`` as the gradient of argument leaf ``a``: same shape, a float dtype
+    (``a``'s own if float), an array for an array, a scalar for a scalar."""
+    if g is None or isinstance(g, Tracked):
+        return g
+    dtype = _float_dtype(a)
+    if isinstance(a, np.ndarray) or (isinstance(a, Tracked) and a.ndim > 0):
+        if type(g) is not np.ndarray or g.dtype != dtype or not g.flags.writeable:
+            g = np.array(g, dtype=dtype)    # also copies read-only broadcast views
+        return g
+    if isinstance(g, np.ndarray):
+        g = g[()]
+    return g if isinstance(g, np.floating) else dtype.type(g)
+
+
+def _float_dtype(v):
+    """``v``'s dtype if it is a float type, else float64 (the dtype of its gradient)."""
+    dtype = getattr(plain(v), 'dtype', None)
+    return dtype if dtype is not None and dtype.kind == 'f' else np.dtype(np.float64)
+
+
+# --------------------------------------------------------------------------
+# pullback, gradient, withgradient
+# --------------------------------------------------------------------------
+
+def pullback(f, *args):
+    """``pullback(f, *args) -> (y, back)``: the value of ``f`` and a function mapping an
+    output cotangent ``dy`` to the gradient tuple (one entry per argument, mirroring
+    its structure; None where there is no gradient).
+
+    ``back`` may be called many times.  For a tuple (or dict) output, ``dy`` mirrors
+    it and may hold None; for a scalar output ``dy`` defaults to 1.
+
+    >>> import tracked as tr
+    >>> y, back = tr.pullback(lambda a, b, c: a * b * c, 2.0, 3.0, 5.0)
+    >>> y, back(1.0), back(2.0)
+    (np.float64(30.0), (np.float64(15.0), np.float64(10.0), np.float64(6.0)), (np.float64(30.0), np.float64(20.0), np.float64(12.0)))
+    """
+    spec = _Args(args)
+    y, back = vjp(lambda *ls: f(*spec.rebuild(ls)), *spec.flat)
+    return y, lambda dy=None: spec.gradients(back(dy))
+
+
+def _split_backend(f, args):
+    """``gradient(f, adtype, *args)``: the backend, if the first argument is one."""
+    if args and _is_adtype(args[0]):
+        return args[0], args[1:]
+    return None, args
+
+
+def _is_adtype(x):
+    return isinstance(x, ADType) or (type(x).__name__.startswith('Auto')
+                                     and callable(getattr(x, 'withgradient', None)))
+
+
+def _first(y):
+    """The element of ``f``'s output that is differentiated, and the seed for the output."""
+    if isinstance(y, tuple) and y:
+        return y[0], (1.0,) + (None,) * (len(y) - 1)
+    if isinstance(y, dict) and y:
+        k0 = next(iter(y))
+        return y[k0], {k: (1.0 if k is k0 else None) for k in y}
+    return y, 1.0
+
+
+def _check_scalar(v, who):
+    shape = getattr(v, 'shape', None)
+    kind = getattr(getattr(v, 'dtype', None), 'kind', None)
+    if shape is None and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return
+    if shape is None:
+        raise ValueError(f'{who} needs f to return a real scalar (or a tuple, named tuple '
+                         f'or dict whose first element is one); f returned '
+                         f'{type(v).__name__}. Use jacobian(f, ...) or pullback(f, ...) '
+                         f'for other outputs.')
+    if shape != () or kind not in 'fiu':
+        what = f'an array of shape {shape}' if shape != () else f'a value of dtype {v.dtype}'
+        raise ValueError(f'{who} needs f to return a real scalar; f returned {what}. '
+                         f'Use jacobian(f, ...) for the derivative of every output, or '
+                         f'pullback(f, ...) to weight the outputs with a cotangent.')
+
+
+def withgradient(f, *args):
+    """``withgradient(f, *args) -> (val, grad)``: the value of ``f`` and its gradient tuple.
+
+    If ``f`` returns a tuple, named tuple or dict, its first element is the scalar
+    that is differentiated and ``val`` is the whole return value (auxiliary outputs).
+    A backend may follow ``f``: ``withgradient(f, tr.AutoFiniteDifferences(), *args)``.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.withgradient(lambda x, y: x / y, 1, 2)
+    WithGradient(val=np.float64(0.5), grad=(np.float64(0.5), np.float64(-0.25)))
+    >>> val, (g,) = tr.withgradient(lambda x: (np.sum(1 / x), 1 / x), np.array([1., 2., 4.]))
+    >>> val[0], g
+    (np.float64(1.75), array([-1.    , -0.25  , -0.0625]))
+    """
+    backend, args = _split_backend(f, args)
+    if backend is not None:
+        val, grads = backend.withgradient(f, *args)
+        return WithGradient(val, grads)
+    y, back = pullback(f, *args)
+    first, dy = _first(y)
+    _check_scalar(first, 'gradient')
+    return WithGradient(y, back(dy))
+
+
+def gradient(f, *args):
+    """``gradient(f, *args)``: the gradient of scalar ``f`` with respect to each argument.
+
+    One entry per argument, mirroring its structure (a model gives a model of the
+    same types holding gradients); None where there is no gradient.  Arrays and
+    numbers are differentiated, also inside dicts, lists, tuples and objects; an
+    integer scalar stays usable as an index; strings, None, bools, functions give None.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.gradient(lambda a, b, c: a * b * c, 2.0, 3.0, 5.0)
+    (np.float64(15.0), np.float64(10.0), np.float64(6.0))
+    >>> tr.gradient(lambda x: np.sum(x ** 2), np.array([7., 11., 13.]))
+    (array([14., 22., 26.]),)
+    """
+    return withgradient(f, *args).grad
+
+
+# --------------------------------------------------------------------------
+# Jacobians and Hessians
+# --------------------------------------------------------------------------
+
+def _array_arg(x):
+    """Jacobian-style operators take array-likes: a list of numbers is an array."""
+    return np.asarray(x) if _is_number_list(x) else x
+
+
+def _rows_to_matrix(rows, a, m):
+    """``J[k, i]`` from the row cotangents of one argument leaf ``a``."""
+    n = int(np.size(a)) if not isinstance(a, Tracked) else a.size
+    scalar = np.ndim(a) == 0 if not isinstance(a, Tracked) else a.ndim == 0
+    dtype = _float_dtype(a)
+    if any(isinstance(r, Tracked) for r in rows):
+        zero = np.zeros(() if scalar else (n,), dtype)
+        return np.stack([zero if r is None else (r if scalar else np.reshape(r, (n,)))
+                         for r in rows])
+    J = np.zeros((m,) if scalar else (m, n), dtype)
+    for k, r in enumerate(rows):
+        if r is not None:
+            J[k] = r if scalar else np.ravel(r)
+    return J
+
+
+def withjacobian(f, *args):
+    """``withjacobian(f, *args) -> (val, grad)``: the value of ``f`` and, per argument,
+    ``J[k, i] = d y.ravel()[k] / d a.ravel()[i]``.
+
+    ``f`` runs once; each row is one reverse sweep over the recorded tape.  A
+    scalar argument gives a vector, a scalar ``y`` one row; non-numeric arguments give None.
+
+    >>> import numpy as np, tracked as tr
+    >>> val, (J,) = tr.withjacobian(np.cumsum, np.array([1, 2, 3]))
+    >>> val, J
+    (array([1., 3., 6.]), array([[1., 0., 0.],
+           [1., 1., 0.],
+           [1., 1., 1.]]))
+    """
+    spec = _Args(tuple(_array_arg(a) for a in args))
+    y, back = vjp(lambda *ls: f(*spec.rebuild(ls)), *spec.flat)
+    if not _differentiable(y):
+        raise ValueError(f'jacobian needs f to return one array or number; f returned '
+                         f'{type(y).__name__}. Use pullback(f, ...) for other outputs.')
+    shape = np.shape(y) if not isinstance(y, Tracked) else y.shape
+    m = int(np.prod(shape))
+    dtype = _float_dtype(y)
+    basis = np.eye(m, dtype=dtype).reshape((m,) + shape)
+    rows = [back(basis[k]) for k in range(m)]
+    jacs = [_rows_to_matrix([r[j] for r in rows], a, m) for j, a in enumerate(spec.flat)]
+    return WithJacobian(y, spec.gradients(jacs, _keep_arg))
+
+
+def jacobian(f, *args):
+    """``jacobian(f, *args)``: per argument the matrix ``J[k, i] = d y.ravel()[k] / d a.ravel()[i]``.
+
+    >>> import numpy as np, tracked as tr
+    >>> J, = tr.jacobian(lambda a: 100 * a[:3] ** 2, np.arange(1, 8))
+    >>> J.shape, np.diag(J)
+    ((3, 7), array([200., 400., 600.]))
+    """
+    return withjacobian(f, *args).grad
+
+
+def _zeros_if_none(g, x):
+    if g is not None:
+        return g
+    return np.zeros(np.shape(plain(x)))
+
+
+def _grad_of(f):
+    """``x -> gradient(f, x)[0]`` (zeros where ``f`` does not depend on ``x``)."""
+    return lambda x: _zeros_if_none(gradient(f, x)[0], x)
+
+
+def hessian(f, x):
+    """``hessian(f, x)``: ``H[i, j] = d^2 f / d x.ravel()[i] d x.ravel()[j]``; a scalar for scalar ``x``.
+
+    The Jacobian of the gradient: ``f`` and its backward pass are recorded once, then
+    each row is one reverse sweep over that recording.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.hessian(np.sin, np.pi / 2)
+    np.float64(-1.0)
+    >>> tr.hessian(lambda x: x[0] ** 2 * x[1], np.array([1.0, 3.0]))
+    array([[6., 2.],
+           [2., 0.]])
+    """
+    x = _array_arg(x)
+    H = jacobian(_grad_of(f), x)[0]
+    return H[0] if np.ndim(plain(x)) == 0 else H
+
+
+def hessian_reverse(f, x):
+    """``hessian_reverse(f, x)``: the Hessian, each row by its own reverse-over-reverse pass.
+
+    Same result as ``hessian``, without sharing one recording between rows: slower,
+    and an independent check of it.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.hessian_reverse(lambda x: x[0] ** 2 * x[1], np.array([1.0, 3.0]))
+    array([[6., 2.],
+           [2., 0.]])
+    """
+    x = _array_arg(x)
+    n = int(np.size(plain(x)))
+    shape = np.shape(plain(x))
+    g = _grad_of(f)
+    rows = [_zeros_if_none(gradient(lambda x, k=k: np.reshape(g(x), (n,))[k], x)[0], x)
+            for k in range(n)]
+    if not shape:
+        return rows[0]
+    return np.stack([np.reshape(r, (n,)) for r in rows])
+
+
+def diaghessian(f, *args):
+    """``diaghessian(f, *args)``: per argument an array shaped like it, the Hessian's diagonal.
+
+    >>> import numpy as np, tracked as tr
+    >>> np.round(tr.diaghessian(np.arctan2, 1, 2), 2)
+    array([-0.16,  0.16])
+    """
+    spec = _Args(tuple(_array_arg(a) for a in args))
+    nflat = len(spec.flat)
+
+    def grads(*ls):
+        return tuple(_zeros_if_none(g, x) for g, x in zip(
+            gradient(lambda *l2: f(*spec.rebuild(l2)), *ls), ls))
+    _, back = vjp(grads, *spec.flat)
+    diags = []
+    for j, a in enumerate(spec.flat):
+        shape = np.shape(plain(a))
+        n = int(np.prod(shape))
+        entries = []
+        for k in range(n):
+            e = np.zeros(n)
+            e[k] = 1
+            seed = (None,) * j + (e.reshape(shape),) + (None,) * (nflat - j - 1)
+            col = back(seed)[j]
+            entries.append(0.0 if col is None else np.reshape(col, (n,))[k])
+        diags.append(_assemble(entries, shape, a))
+    return spec.gradients(diags, _keep_arg)
+
+
+def _assemble(entries, shape, a):
+    dtype = _float_dtype(a)
+    if any(isinstance(v, Tracked) for v in entries):
+        d = np.stack([v if isinstance(v, Tracked) else np.asarray(v, dtype) for v in entries])
+        return np.reshape(d, shape)
+    d = np.array(entries, dtype).reshape(shape)
+    return d if isinstance(a, np.ndarray) else d[()]
+
+
+# --------------------------------------------------------------------------
+# Products without matrices
+# --------------------------------------------------------------------------
+
+def jvp(f, args, tangents):
+    """``jvp(f, args, tangents) -> (y, J @ v)``: the value of ``f(*args)`` and its
+    directional derivative along ``tangents`` (one per argument, mirroring it), without
+    forming ``J``.
+
+    Reverse over reverse (the double-vjp trick): ``u -> J^T u`` is linear, and its
+    pullback along ``v`` is ``J v``; no forward mode is needed.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.jvp(lambda x, y: x * y, (np.array([1., 2.]), 3.0), (np.array([1., 0.]), 1.0))
+    (array([3., 6.]), array([4., 2.]))
+    """
+    if not isinstance(args, tuple):
+        args, tangents = (args,), (tangents,)
+    y, back = pullback(f, *args)
+    if not _differentiable(y):
+        raise ValueError(f'jvp needs f to return one array or number; f returned '
+                         f'{type(y).__name__}')
+    u0 = np.zeros(np.shape(plain(y)), _float_dtype(y))
+    u0 = u0 if u0.ndim else u0[()]
+    _, back_linear = pullback(back, u0)
+    Jv = back_linear(tuple(tangents))[0]
+    return y, u0 if Jv is None else Jv
+
+
+def hvp(f, x, v):
+    """``hvp(f, x, v)``: the Hessian of scalar ``f`` at ``x`` times ``v``, without forming it.
+
+    One recording of the gradient and one reverse sweep over it.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.hvp(lambda x: np.sum(x ** 3), np.array([1., 2.]), np.array([1., 1.]))
+    array([ 6., 12.])
+    """
+    x = _array_arg(x)
+    _, back = pullback(_grad_of(f), x)
+    Hv = back(v)[0]
+    return _zeros_if_none(Hv, x)

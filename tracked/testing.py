@@ -44,12 +44,21 @@ def gradcheck(f, *args, order=2, eps=1e-6, rtol=1e-5, atol=1e-6, seed=0):
 
     Each argument is checked along a random direction (and, for array outputs, a
     random output weighting).  Order 2 checks the gradient function itself the same
-    way, which exercises the backward pass recorded on an outer tape.
+    way, which exercises the backward pass recorded on an outer tape.  Arguments may
+    also be trees (dicts, lists, objects: each array or float leaf is checked) and
+    values that are passed unchecked (strings, functions, None, bools); beside such
+    arguments an integer scalar is a constant too (a size or an index).
 
     >>> import numpy as np, tracked as tr
     >>> tr.gradcheck(lambda x: np.sum(np.sin(x) * x), np.array([0.5, -1.0, 2.0]))
     True
+    >>> tr.gradcheck(lambda m, n: np.sum(np.tanh(m['w'][:n]) * m['b']),
+    ...              {'w': np.array([0.1, 0.2, 0.3]), 'b': 2.0, 'act': 'tanh'}, 2)
+    True
     """
+    if not all(_array_like(a) for a in args):
+        return _gradcheck_leaves(f, args, order=order, eps=eps, rtol=rtol, atol=atol,
+                                 seed=seed)
     rng = np.random.default_rng(seed)
     args = [np.asarray(a, dtype=np.float64) if np.asarray(a).dtype.kind in 'iub'
             else np.asarray(a) for a in args]
@@ -58,6 +67,29 @@ def gradcheck(f, *args, order=2, eps=1e-6, rtol=1e-5, atol=1e-6, seed=0):
             return f(*args[:i], xi, *args[i + 1:])
         _check_order(fi, x, order, rng, eps, rtol, atol, f'argument {i}')
     return True
+
+
+def _array_like(a, nested=False):
+    """An array or number, or (nested) lists of numbers: checked as one array."""
+    if isinstance(a, (list, tuple)):
+        return all(_array_like(v, True) for v in a)
+    if isinstance(a, np.ndarray):
+        return not nested
+    return isinstance(a, (float, int, np.number)) and not isinstance(a, bool)
+
+
+def _gradcheck_leaves(f, args, **options):
+    """``gradcheck`` over the float leaves of argument trees; the rest are constants."""
+    from .api import _Args
+    spec = _Args(args)
+    checked = [i for i, v in enumerate(spec.flat) if not isinstance(v, (int, np.integer))]
+
+    def f_leaves(*xs):
+        vals = list(spec.flat)
+        for i, x in zip(checked, xs):
+            vals[i] = x
+        return f(*spec.rebuild(vals))
+    return gradcheck(f_leaves, *[spec.flat[i] for i in checked], **options)
 
 
 def _check_order(f, x, order, rng, eps, rtol, atol, what):

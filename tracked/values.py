@@ -130,8 +130,9 @@ def _live_views(node, idx=None):
         return False
     base = plain(node.ans)
     region = base
-    if idx is not None and not any(isinstance(i, (list, np.ndarray)) for i in
-                                   (idx if type(idx) is tuple else (idx,))):
+    if idx is not None and all(type(i) in (int, slice) or i is None or i is Ellipsis or
+                               isinstance(i, np.integer) for i in
+                               (idx if type(idx) is tuple else (idx,))):
         region = base[idx]               # basic index: exactly the memory written
         if not isinstance(region, np.ndarray):
             region = base

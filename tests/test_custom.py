@@ -1,0 +1,243 @@
+"""Custom rules and control of differentiation (section 4 of API.md): @rule,
+ignore_derivatives, @non_differentiable, checkpoint, gradcheck."""
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import tracked as tr
+from tracked.tape import reachable
+
+
+@tr.rule
+def softplus(x):
+    y = np.logaddexp(0.0, x)
+    return y, lambda dy: (dy / (1 + np.exp(-x)),)
+
+
+CALLS = {'pullback': 0}
+
+
+@tr.rule
+def scaled_product(a, b, scale=1.0):
+    """a * b * scale with a pullback that counts its calls."""
+    def back(dy):
+        CALLS['pullback'] += 1
+        return dy * b * scale, dy * a * scale
+    return a * b * scale, back
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+# --------------------------------------------------------------------------
+# @rule
+# --------------------------------------------------------------------------
+
+def test_rule_value_and_gradient():
+    x = np.array([-1.0, 0.0, 2.0])
+    np.testing.assert_allclose(softplus(x), np.logaddexp(0.0, x))
+    assert not tr.istracked(softplus(x))
+    g, = tr.gradient(lambda x: np.sum(softplus(x)), x)
+    np.testing.assert_allclose(g, _sigmoid(x))
+
+
+def test_rule_records_one_entry_and_is_discoverable():
+    x = tr.param(np.array([0.5, 1.5]))
+    y = softplus(x)
+    nodes = reachable(y._node)
+    assert len(nodes) == 2                       # the rule's entry and the leaf
+    prim = y._node.prim
+    assert prim.name == 'softplus' and prim.fn.function is softplus.__wrapped__
+    assert softplus.forward.function is softplus.__wrapped__
+    tr.back(np.sum(y))
+    np.testing.assert_allclose(x.grad, _sigmoid(np.array([0.5, 1.5])))
+
+
+def test_rule_pullback_runs_once_per_backward_step():
+    CALLS['pullback'] = 0
+    a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    ga, gb = tr.gradient(lambda a, b: np.sum(scaled_product(a, b, scale=2.0)), a, b)
+    np.testing.assert_array_equal(ga, 2 * b)
+    np.testing.assert_array_equal(gb, 2 * a)
+    assert CALLS['pullback'] == 1
+    _, back = tr.pullback(lambda a, b: scaled_product(a, b), a, b)
+    back(np.ones(2))
+    back(np.full(2, 2.0))
+    assert CALLS['pullback'] == 3
+
+
+def test_rule_with_constant_argument_and_broadcasting():
+    a = np.array([[1.0, 2.0], [3.0, 4.0]])
+    ga, = tr.gradient(lambda a: np.sum(scaled_product(a, 3.0)), a)
+    np.testing.assert_array_equal(ga, np.full((2, 2), 3.0))
+    gs, = tr.gradient(lambda s: np.sum(scaled_product(a, s)), 2.0)   # cotangent unbroadcast
+    assert gs == 10.0
+
+
+def test_rule_second_order_under_nesting():
+    x = np.array([-0.7, 0.1, 1.3])
+    assert tr.gradcheck(lambda x: np.sum(softplus(x) ** 2), x, order=2)
+    H = tr.hessian(lambda x: np.sum(softplus(x)), x)
+    s = _sigmoid(x)
+    np.testing.assert_allclose(H, np.diag(s * (1 - s)), rtol=1e-12)
+    d3 = tr.gradient(lambda z: tr.gradient(lambda y: tr.gradient(softplus, y)[0], z)[0], 0.3)[0]
+    s = _sigmoid(0.3)
+    assert d3 == pytest.approx(s * (1 - s) * (1 - 2 * s))
+
+
+def test_rule_pullback_errors_and_single_cotangent():
+    @tr.rule
+    def bad(x, y):
+        return x * y, lambda dy: (dy,)
+
+    @tr.rule
+    def bare(x):
+        return 2 * x, lambda dy: 2 * dy          # not a tuple: fine for one argument
+
+    @tr.rule
+    def partial(x, y):
+        return x + y, lambda dy: (dy, None)       # no gradient for y
+
+    with pytest.raises(ValueError, match='one per positional argument'):
+        tr.gradient(lambda x: bad(x, x), 1.0)
+    assert tr.gradient(lambda x: bare(x), 3.0) == (2.0,)
+    assert tr.gradient(lambda x, y: partial(x, y), 1.0, 2.0) == (1.0, None)
+
+
+def test_rule_that_returns_no_pullback_is_an_error():
+    @tr.rule
+    def wrong(x):
+        return x, None
+    with pytest.raises(TypeError, match='pullback'):
+        tr.gradient(lambda x: wrong(x), 1.0)
+
+
+# --------------------------------------------------------------------------
+# ignore_derivatives and non_differentiable
+# --------------------------------------------------------------------------
+
+def test_ignore_derivatives_value_form():
+    assert tr.gradient(lambda x: x * tr.ignore_derivatives(x), 3.0) == (3.0,)
+    x = tr.param(np.array([1.0, 2.0]))
+    v = tr.ignore_derivatives(x * 2)
+    assert not tr.istracked(v)
+    np.testing.assert_array_equal(v, [2.0, 4.0])
+    tree = tr.ignore_derivatives({'a': x, 'b': [x * 3, 'text']})
+    assert not tr.istracked(tree) and tree['b'][1] == 'text'
+    # strips every level: no derivative of any order flows through it (stripping only the
+    # inner level would leave d/dx [d/dy y * x] = 1)
+    g = tr.gradient(lambda x: tr.gradient(lambda y: y * tr.ignore_derivatives(x), 2.0)[0], 3.0)
+    assert g == (None,)
+    g = tr.gradient(lambda x: tr.gradient(lambda y: y * x + tr.ignore_derivatives(x * y),
+                                          2.0)[0], 3.0)
+    assert g == (1.0,)
+
+
+def test_ignore_derivatives_function_form():
+    g, = tr.gradient(lambda x: tr.ignore_derivatives(lambda: np.sum(x ** 2)) + np.sum(x),
+                     np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(g, [1.0, 1.0])
+    x = tr.param(np.ones(2))
+    out = tr.ignore_derivatives(lambda: (x * 2, np.sin(x)))
+    assert not tr.istracked(out)
+
+
+def test_non_differentiable_decorator():
+    seen = []
+
+    @tr.non_differentiable
+    def pick(x, options):
+        seen.append((tr.istracked(x), tr.istracked(options)))
+        return int(np.argmax(x)), np.max(x) * options['w'][0]
+
+    def f(x):
+        i, m = pick(x, {'w': x * 2})
+        assert not tr.istracked(m)
+        return x[i] * 3 + m
+    g, = tr.gradient(f, np.array([1.0, 5.0, 2.0]))
+    np.testing.assert_array_equal(g, [0.0, 3.0, 0.0])        # m carries no gradient
+    assert seen == [(False, False)]
+    assert pick(np.array([1.0, 2.0]), {'w': [1.0]}) == (1, 2.0)
+
+
+# --------------------------------------------------------------------------
+# checkpoint
+# --------------------------------------------------------------------------
+
+def test_checkpoint_gradient_and_recomputation():
+    calls = []
+
+    def block(x, W):
+        calls.append(1)
+        return np.tanh(W @ np.sin(x))
+    W = np.array([[1.0, -0.5], [0.3, 0.2]])
+    x = np.array([0.4, -1.2])
+    f_plain = lambda x, W: np.sum(block(x, W) ** 2)                      # noqa: E731
+    f_ckpt = lambda x, W: np.sum(tr.checkpoint(block, x, W) ** 2)        # noqa: E731
+    ref = tr.gradient(f_plain, x, W)
+    calls.clear()
+    got = tr.gradient(f_ckpt, x, W)
+    assert len(calls) == 2                       # forward once, recomputed in backward
+    for a, b in zip(got, ref):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_checkpoint_keeps_no_intermediates():
+    kept = []
+
+    def block(x):
+        h = np.exp(x)                            # an intermediate we watch: its value
+        kept.append(weakref.ref(tr.data(h)))
+        return np.sum(np.sin(h) * 2)
+    x = tr.param(np.array([0.1, 0.2, 0.3]))
+    y = tr.checkpoint(block, x)
+    gc.collect()
+    assert kept[0]() is None                     # the forward's intermediate is gone
+    assert [n.prim.name if n.prim else 'leaf' for n in reachable(y._node)] == ['checkpoint', 'leaf']
+    y_plain = block(x)
+    assert kept[1]() is not None                 # without checkpoint the tape keeps it
+    assert len(reachable(y_plain._node)) > 3
+    tr.back(y)
+    np.testing.assert_allclose(x.grad, 2 * np.cos(np.exp(x.data)) * np.exp(x.data))
+
+
+def test_checkpoint_with_model_tree_and_second_order():
+    model = {'W': np.array([[0.5, -1.0], [2.0, 0.1]]), 'act': np.tanh}
+
+    def layer(m, x):
+        return m['act'](m['W'] @ x)
+
+    def loss(m, x):
+        return np.sum(tr.checkpoint(layer, m, x) ** 2)
+    x = np.array([0.3, 0.7])
+    g, gx = tr.gradient(loss, model, x)
+    ref, rx = tr.gradient(lambda m, x: np.sum(layer(m, x) ** 2), model, x)
+    np.testing.assert_allclose(g['W'], ref['W'], rtol=1e-12)
+    np.testing.assert_allclose(gx, rx, rtol=1e-12)
+    assert g['act'] is None
+    assert tr.gradcheck(lambda x: loss(model, x), x, order=2)
+    assert tr.checkpoint(layer, model, x).shape == (2,)      # plain inputs: just f
+
+
+# --------------------------------------------------------------------------
+# gradcheck
+# --------------------------------------------------------------------------
+
+def test_gradcheck_reports_a_wrong_rule():
+    @tr.rule
+    def wrong_sin(x):
+        return np.sin(x), lambda dy: (dy * np.sin(x),)      # should be cos
+    with pytest.raises(AssertionError, match='reverse mode gives .* finite differences give'):
+        tr.gradcheck(lambda x: np.sum(wrong_sin(x)), np.array([0.3, 0.9]), order=1)
+
+
+def test_gradcheck_on_trees_and_constants():
+    model = {'W': np.array([[0.5, -1.0], [2.0, 0.1]]), 'b': 0.3, 'name': 'layer'}
+    assert tr.gradcheck(lambda m, x, n: np.sum(np.tanh(m['W'][:n] @ x + m['b'])),
+                        model, np.array([0.2, -0.4]), 1)
+    with pytest.raises(AssertionError):
+        tr.gradcheck(lambda m, x: np.sum(softplus(m['W']) * tr.ignore_derivatives(x)),
+                     {'W': np.ones(2)}, np.array([1.0, 2.0]), order=1)

@@ -1,0 +1,88 @@
+"""Backends for ``gradient(f, adtype, *args)`` / ``withgradient(f, adtype, *args)``.
+
+As in Flux, an AD-type object may follow ``f``.  Each backend implements
+``withgradient(f, *args) -> (val, grads)`` with the tree conventions of
+``tracked.api``: ``grads`` has one entry per argument mirroring its structure,
+None where there is no gradient.  ``AutoCompiled`` lives in ``tracked.compiled_tape``.
+"""
+import numpy as np
+
+__all__ = ['ADType', 'AutoTracked', 'AutoFiniteDifferences']
+
+
+class ADType:
+    """Base class of the backends; a subclass implements ``withgradient(f, *args)``."""
+
+    def withgradient(self, f, *args):
+        raise NotImplementedError
+
+    def gradient(self, f, *args):
+        """``backend.gradient(f, *args)``: the gradient tuple alone."""
+        return self.withgradient(f, *args)[1]
+
+    def __repr__(self):
+        return f'{type(self).__name__}()'
+
+
+class AutoTracked(ADType):
+    """``AutoTracked()``: the default backend, the eager tape.
+
+    >>> import tracked as tr
+    >>> tr.gradient(lambda x: x * x, tr.AutoTracked(), 3.0)
+    (np.float64(6.0),)
+    """
+
+    def withgradient(self, f, *args):
+        from .api import withgradient
+        return withgradient(f, *args)
+
+
+class AutoFiniteDifferences(ADType):
+    """``AutoFiniteDifferences(eps=6e-6)``: central differences in float64, for checking.
+
+    Each differentiated leaf element is moved by ``eps * max(1, |x|)`` both ways.  An
+    integer scalar is moved too; if ``f`` cannot take the moved value (it is used as
+    an index or size) its gradient is None, as it is for non-numeric arguments.
+
+    >>> import numpy as np, tracked as tr
+    >>> val, (g,) = tr.withgradient(lambda x: np.sum(x ** 2), tr.AutoFiniteDifferences(),
+    ...                             np.array([1.0, 2.0]))
+    >>> val, np.round(g, 6)
+    (np.float64(5.0), array([2., 4.]))
+    """
+
+    def __init__(self, eps=6e-6):
+        self.eps = eps
+
+    def __repr__(self):
+        return f'AutoFiniteDifferences(eps={self.eps})'
+
+    def withgradient(self, f, *args):
+        from .api import _Args, _first, _check_scalar, _float_dtype
+        spec = _Args(args)
+        val = f(*args)
+        first, _ = _first(val)
+        _check_scalar(first, 'gradient')
+        base = [np.array(x, dtype=np.float64) for x in spec.flat]
+
+        def value(j, moved):
+            vals = list(spec.flat)
+            vals[j] = moved if np.ndim(spec.flat[j]) else moved[()]
+            return float(_first(f(*spec.rebuild(vals)))[0])
+        grads = []
+        for j, x in enumerate(base):
+            g = np.zeros(x.shape)
+            try:
+                for i in np.ndindex(x.shape):
+                    h = self.eps * max(1.0, abs(x[i]))
+                    up, down = x.copy(), x.copy()
+                    up[i] += h
+                    down[i] -= h
+                    g[i] = (value(j, up) - value(j, down)) / (2 * h)
+            except (TypeError, IndexError):
+                grads.append(None)         # an integer used as an index or size
+                continue
+            dtype = _float_dtype(spec.flat[j])
+            grads.append(g.astype(dtype) if isinstance(spec.flat[j], np.ndarray)
+                         else dtype.type(g[()]))
+        return val, spec.gradients(grads, lambda g, a: g)

@@ -1,0 +1,355 @@
+"""Small layers, activations and losses (Flux's, in NumPy's row-major batch-first layout).
+
+Everything here is ordinary NumPy code: it runs on plain arrays, on tracked values
+(``fmap(param, model)``), inside ``gradient`` and on a recorded tape alike, and its
+derivatives are those of the NumPy operations it is written with.  Layers are plain
+classes whose attributes hold arrays, so ``fmap`` walks them, ``gradient(loss,
+model)[0]`` mirrors them, and ``setup``/``update`` (``tracked.optimise``) find their
+parameters without any registration.
+
+Conventions: a batch is the *first* axis and features the *last* (``x`` has shape
+``(batch, n_in)``), so a ``Dense`` weight is ``(n_out, n_in)`` and ``y = x @ W.T + b``;
+activations and losses that work over classes use the last axis.
+"""
+import types
+
+import numpy as np
+
+__all__ = ['Dense', 'Embedding', 'Chain',
+           'relu', 'sigmoid', 'tanh', 'softmax', 'logsoftmax', 'logsumexp',
+           'mse', 'crossentropy', 'logitcrossentropy', 'onehot']
+
+
+# --------------------------------------------------------------------------
+# Activations
+# --------------------------------------------------------------------------
+
+def relu(x):
+    """``relu(x) -> max(x, 0)`` elementwise (derivative 0 at 0).
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.nn.relu(np.array([-1.0, 0.0, 2.0]))
+    array([0., 0., 2.])
+    """
+    return np.maximum(x, 0)
+
+
+def sigmoid(x):
+    """``sigmoid(x) -> 1 / (1 + exp(-x))`` elementwise, without overflow for large ``|x|``.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.nn.sigmoid(np.array([0.0, 1000.0, -1000.0]))
+    array([0.5, 1. , 0. ])
+    """
+    # exp(-log(1 + exp(-x))): logaddexp never overflows, and its pullback stays finite
+    # where 1 / (1 + exp(-x)) would multiply 0 by inf for very negative x.
+    return np.exp(-np.logaddexp(0, -x))
+
+
+def tanh(x):
+    """``tanh(x)`` elementwise (``np.tanh``, listed here for use as a layer activation).
+
+    >>> import numpy as np, tracked as tr
+    >>> float(tr.nn.tanh(np.array(0.0)))
+    0.0
+    """
+    return np.tanh(x)
+
+
+def logsumexp(x, axis=-1, keepdims=False):
+    """``logsumexp(x, axis=-1) -> log(sum(exp(x), axis))``, computed without overflow.
+
+    Reduces over the *last* axis by default (the class axis of a batch of logits);
+    ``axis=None`` reduces over all elements, a tuple over several axes.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.nn.logsumexp(np.array([[1000.0, 1000.0], [1.0, 1.0]])) - np.log(2)
+    array([1000.,    1.])
+    """
+    # Shifting by the maximum leaves the value unchanged; its gradient contribution is
+    # m' * (1 - sum(softmax)) = 0, so the shift stays in the graph (no stop-gradient
+    # needed, and a recorded tape recomputes it for new inputs).
+    m = np.max(x, axis=axis, keepdims=True)
+    y = m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
+    if keepdims:
+        return y
+    shape = np.shape(x)
+    axes = range(len(shape)) if axis is None else \
+        [a % len(shape) for a in (axis if isinstance(axis, tuple) else (axis,))]
+    return np.reshape(y, tuple(n for i, n in enumerate(shape) if i not in axes))
+
+
+def softmax(x, axis=-1):
+    """``softmax(x, axis=-1) -> exp(x) / sum(exp(x), axis)``: probabilities along the last axis.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.nn.softmax(np.array([1.0, 2.0]))
+    array([0.26894142, 0.73105858])
+    """
+    z = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return z / np.sum(z, axis=axis, keepdims=True)
+
+
+def logsoftmax(x, axis=-1):
+    """``logsoftmax(x, axis=-1) -> x - logsumexp(x, axis)``: log-probabilities, stable.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.nn.logsoftmax(np.array([0.0, 0.0]))
+    array([-0.69314718, -0.69314718])
+    """
+    return x - logsumexp(x, axis=axis, keepdims=True)
+
+
+# --------------------------------------------------------------------------
+# Losses: mean over the batch (Flux's default agg=mean)
+# --------------------------------------------------------------------------
+
+def mse(yhat, y, agg=np.mean):
+    """``mse(yhat, y) -> mean((yhat - y) ** 2)`` over all elements (``agg=np.sum`` to sum).
+
+    >>> import numpy as np, tracked as tr
+    >>> float(tr.nn.mse(np.array([1.0, 2.0]), np.array([1.0, 4.0])))
+    2.0
+    """
+    return agg((yhat - y) ** 2)
+
+
+def _targets(y, like):
+    """``y`` as one-hot/probabilities shaped like ``like``: integer class labels are expanded."""
+    if isinstance(y, np.ndarray) or np.isscalar(y):
+        y = np.asarray(y)
+        if y.dtype.kind in 'iu' and y.ndim == np.ndim(like) - 1:
+            return onehot(y, np.shape(like)[-1])
+    return y
+
+
+def crossentropy(yhat, y, agg=np.mean, eps=None):
+    """``crossentropy(yhat, y) -> mean over the batch of -sum(y * log(yhat + eps), axis=-1)``.
+
+    ``yhat`` holds probabilities (e.g. the output of ``softmax``) with classes on the
+    last axis; ``y`` is one-hot or probabilities of the same shape, or integer class
+    labels with one axis fewer.  ``eps`` (default: the machine epsilon of ``yhat``'s
+    dtype, as in Flux) keeps ``log`` finite at 0.  Prefer ``logitcrossentropy`` on
+    logits: it is more accurate.
+
+    >>> import numpy as np, tracked as tr
+    >>> round(float(tr.nn.crossentropy(np.array([[0.1, 0.9]]), np.array([[0.0, 1.0]]))), 6)
+    0.105361
+    """
+    y = _targets(y, yhat)
+    if eps is None:
+        dt = getattr(yhat, 'dtype', np.dtype(np.float64))
+        eps = np.finfo(dt if dt.kind == 'f' else np.float64).eps
+    return agg(-np.sum(y * np.log(yhat + eps), axis=-1))
+
+
+def logitcrossentropy(logits, y, agg=np.mean):
+    """``logitcrossentropy(logits, y) -> crossentropy(softmax(logits), y)``, computed stably.
+
+    Classes are on the last axis; ``y`` is one-hot or probabilities shaped like
+    ``logits``, or integer class labels with one axis fewer.  The mean is over the batch.
+
+    >>> import numpy as np, tracked as tr
+    >>> round(float(tr.nn.logitcrossentropy(np.array([[0.0, 0.0]]), np.array([1]))), 6)
+    0.693147
+    """
+    y = _targets(y, logits)
+    return agg(-np.sum(y * logsoftmax(logits, axis=-1), axis=-1))
+
+
+def onehot(labels, n_classes, dtype=np.float64):
+    """``onehot(labels, n) -> array of shape labels.shape + (n,)``, 1 at each label.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.nn.onehot(np.array([2, 0]), 3)
+    array([[0., 0., 1.],
+           [1., 0., 0.]])
+    """
+    labels = np.asarray(labels)
+    if labels.dtype.kind not in 'iu':
+        raise TypeError(f'onehot expects integer class labels, got dtype {labels.dtype}')
+    if labels.size and (labels.min() < 0 or labels.max() >= n_classes):
+        raise ValueError(f'onehot: labels must lie in 0..{n_classes - 1}, got values from '
+                         f'{labels.min()} to {labels.max()}')
+    return np.eye(n_classes, dtype=dtype)[labels]
+
+
+# --------------------------------------------------------------------------
+# Layers
+# --------------------------------------------------------------------------
+
+def _rng(rng):
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+
+def _weight(w, what):
+    """A layer's weight as a float array (integer input becomes float64, like ``param``)."""
+    if getattr(w, 'dtype', None) is not None and not isinstance(w, np.ndarray):
+        return w                                  # a tracked value: keep it as it is
+    w = np.asarray(w)
+    if w.dtype.kind in 'iub':
+        w = w.astype(np.float64)
+    elif w.dtype.kind != 'f':
+        raise TypeError(f'{what} must be an array of real numbers, got dtype {w.dtype}')
+    return w
+
+
+def _name(f):
+    return getattr(f, '__name__', repr(f))
+
+
+class Dense:
+    """``Dense(n_in, n_out, activation=None)``: ``y = activation(x @ weight.T + bias)``.
+
+    Also ``Dense(weight, bias=None, activation=None)`` from existing arrays; ``weight``
+    has shape ``(n_out, n_in)``, ``bias`` ``(n_out,)`` (``None`` means zeros, ``False``
+    no bias).  The input has shape ``(..., n_in)``, the output ``(..., n_out)``.  New
+    weights are Glorot-uniform (Flux's default) drawn from ``rng`` (a seed or a NumPy
+    ``Generator``), biases zeros; ``dtype`` defaults to float64.
+
+    >>> import numpy as np, tracked as tr
+    >>> layer = tr.nn.Dense(np.array([[1.0, 2.0]]), np.array([0.5]), tr.nn.relu)
+    >>> layer(np.array([[1.0, 1.0], [-1.0, -1.0]]))
+    array([[3.5],
+           [0. ]])
+    """
+
+    def __init__(self, *args, activation=None, bias=None, rng=None, dtype=np.float64):
+        if not args:
+            raise TypeError('Dense(n_in, n_out, activation=None) or '
+                            'Dense(weight, bias=None, activation=None)')
+        if isinstance(args[0], (int, np.integer)):
+            if len(args) < 2 or not isinstance(args[1], (int, np.integer)) or len(args) > 3:
+                raise TypeError(f'Dense(n_in, n_out, activation=None): got {len(args)} '
+                                f'positional arguments {args!r}')
+            n_in, n_out = int(args[0]), int(args[1])
+            if len(args) == 3:
+                activation = args[2]
+            limit = np.sqrt(6.0 / (n_in + n_out))
+            weight = _rng(rng).uniform(-limit, limit, (n_out, n_in)).astype(dtype)
+        else:
+            if len(args) > 3:
+                raise TypeError('Dense(weight, bias=None, activation=None): too many arguments')
+            weight = args[0]
+            rest = list(args[1:])
+            if rest and callable(rest[0]) and not hasattr(rest[0], 'shape'):
+                rest.insert(0, None)              # Dense(weight, activation)
+            if rest:
+                bias = rest[0]
+            if len(rest) > 1:
+                activation = rest[1]
+        self.weight = _weight(weight, 'Dense weight')
+        if np.ndim(self.weight) != 2:
+            raise ValueError(f'Dense weight must have shape (n_out, n_in), got '
+                             f'{np.shape(self.weight)}')
+        n_out = np.shape(self.weight)[0]
+        if bias is None or bias is True:
+            bias = np.zeros(n_out, dtype=self.weight.dtype)
+        if bias is False:
+            self.bias = None
+        else:
+            self.bias = _weight(bias, 'Dense bias')
+            if np.shape(self.bias) != (n_out,):
+                raise ValueError(f'Dense bias must have shape ({n_out},) to match a weight '
+                                 f'of shape {np.shape(self.weight)}, got {np.shape(self.bias)}')
+        if activation is not None and not callable(activation):
+            raise TypeError(f'Dense activation must be callable, got {activation!r}')
+        self.activation = activation
+
+    def __call__(self, x):
+        n_out, n_in = self.weight.shape
+        shape = x.shape if hasattr(x, 'shape') else np.shape(x)
+        if shape[-1:] != (n_in,):
+            raise ValueError(f'Dense({n_in} => {n_out}) expects input of shape (..., {n_in}), '
+                             f'got {shape}')
+        y = x @ self.weight.T
+        if self.bias is not None:
+            y = y + self.bias
+        return y if self.activation is None else self.activation(y)
+
+    def __repr__(self):
+        n_out, n_in = np.shape(self.weight)
+        extra = '' if self.activation is None else f', {_name(self.activation)}'
+        nobias = '' if self.bias is not None else ', bias=False'
+        return f'Dense({n_in} => {n_out}{extra}{nobias})'
+
+
+class Embedding:
+    """``Embedding(n_vocab, dim)`` or ``Embedding(weight)``: a lookup table of rows.
+
+    ``weight`` has shape ``(n_vocab, dim)``; ``m(i)`` is row ``i`` (0-based) and an
+    integer array of indices gives a stack of rows (shape ``i.shape + (dim,)``).  New
+    weights are standard normal (Flux's default), drawn from ``rng``.
+
+    >>> import numpy as np, tracked as tr
+    >>> m = tr.nn.Embedding(np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]))
+    >>> m(0), m(np.array([2, 0]))
+    (array([1., 2.]), array([[5., 6.],
+           [1., 2.]]))
+    """
+
+    def __init__(self, *args, rng=None, dtype=np.float64):
+        if len(args) == 2 and all(isinstance(a, (int, np.integer)) for a in args):
+            self.weight = _rng(rng).standard_normal((int(args[0]), int(args[1]))).astype(dtype)
+        elif len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+            self.weight = _weight(args[0], 'Embedding weight')
+            if np.ndim(self.weight) != 2:
+                raise ValueError(f'Embedding weight must have shape (n_vocab, dim), got '
+                                 f'{np.shape(self.weight)}')
+        else:
+            raise TypeError(f'Embedding(n_vocab, dim) or Embedding(weight), got {args!r}')
+
+    def __call__(self, i):
+        idx = np.asarray(i)
+        if idx.dtype.kind not in 'iu':
+            raise TypeError(f'Embedding expects integer indices, got dtype {idx.dtype}')
+        n = np.shape(self.weight)[0]
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise IndexError(f'Embedding index out of range: the vocabulary has {n} rows '
+                             f'(0..{n - 1}), got indices from {idx.min()} to {idx.max()}')
+        return self.weight[i if idx.ndim == 0 else idx]
+
+    def __repr__(self):
+        n, d = np.shape(self.weight)
+        return f'Embedding({n} => {d})'
+
+
+class Chain:
+    """``Chain(*layers)``: call the layers in order, ``Chain(f, g)(x) == g(f(x))``.
+
+    Any callable can be a layer (``softmax``, a lambda); ``.layers`` is the tuple of
+    layers, and a chain supports ``len``, iteration and indexing (a slice is a Chain).
+
+    >>> import numpy as np, tracked as tr
+    >>> m = tr.nn.Chain(tr.nn.Dense(np.eye(2)), tr.nn.softmax)
+    >>> m(np.array([0.0, 0.0]))
+    array([0.5, 0.5])
+    """
+
+    def __init__(self, *layers):
+        for layer in layers:
+            if not callable(layer):
+                raise TypeError(f'Chain layers must be callable, got {layer!r}')
+        self.layers = tuple(layers)
+
+    def __call__(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+    def __len__(self):
+        return len(self.layers)
+
+    def __iter__(self):
+        return iter(self.layers)
+
+    def __getitem__(self, i):
+        return Chain(*self.layers[i]) if isinstance(i, slice) else self.layers[i]
+
+    def __repr__(self):
+        inner = ', '.join(_name(l) if isinstance(l, _FUNCTIONS) else repr(l)
+                          for l in self.layers)
+        return f'Chain({inner})'
+
+
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, np.ufunc)
