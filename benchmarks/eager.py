@@ -86,7 +86,7 @@ def w2(report, rng):
     report(name, 'hand-written NumPy gradient', median_us(lambda: w2_numpy_grad(*params, x, y)))
     report(name, 'tracked eager (withgradient)',
            median_us(lambda: tr.withgradient(lambda *p: w2_loss(*p, x, y), *params)))
-    _peers(report, name, lambda *a: w2_loss(*a), (*params, x, y), nargs=len(params))
+    _peers(report, name, w2_loss, (*params, x, y), nargs=len(params))
 
 
 # -------------------------------------------------------------------- W3 ------

@@ -379,3 +379,38 @@ def test_second_order_through_broadcasting():
     expected = np.sum(w * (np.cos(a0 * b0) - a0 * b0 * np.sin(a0 * b0)), axis=0)
     np.testing.assert_allclose(gb, expected, rtol=1e-12)
     assert tr.gradcheck(lambda a, b: np.sum(np.sin(a * b) * a), a0, b0, order=2)
+
+
+# --- cotangents of slices: accumulated in place into buffers backward owns -----------
+
+@pytest.mark.parametrize('dtype', [np.float64, np.float32])
+def test_several_slices_and_dense_uses_accumulate_exactly(dtype):
+    x0 = np.linspace(-1.0, 1.0, 7).astype(dtype)
+    idx = np.array([0, 2, 2, 5])
+
+    def f(x):
+        return (np.sum(x[1:] * x[:-1]) + np.sum(x * x) + np.sum(x[idx] * 3.0)
+                + np.sum(x[::2]) + np.sum(x[x > 0]))
+    x = tr.param(x0)
+    tr.back(f(x))
+    expected = np.zeros(7)
+    expected[:-1] += x0[1:]
+    expected[1:] += x0[:-1]
+    expected += 2 * x0
+    np.add.at(expected, idx, 3.0)
+    expected[::2] += 1
+    expected[x0 > 0] += 1
+    assert x.grad.dtype == dtype
+    np.testing.assert_allclose(x.grad, expected, rtol=1e-6)
+
+
+def test_slice_cotangent_is_not_shared_between_parents():
+    # add's pullback hands the same array to both operands; in-place accumulation
+    # into one of them must not leak into the other
+    x0, y0 = np.arange(4.0), np.arange(4.0) * 10
+    x, y = tr.param(x0), tr.param(y0)
+    s = x + y
+    loss = np.sum(s * s) + np.sum(x[1:]) + np.sum(x[:2])
+    tr.back(loss)
+    np.testing.assert_allclose(y.grad, 2 * (x0 + y0))
+    np.testing.assert_allclose(x.grad, 2 * (x0 + y0) + np.array([1, 2, 1, 1]))

@@ -124,6 +124,60 @@ def unbroadcast(g, shape):
     return g
 
 
+class SparseCotangent:
+    """A cotangent that is zero outside ``idx`` (the adjoint of ``x[idx]``), kept unmaterialised.
+
+    A pullback may return one for a plain (first-order) cotangent; ``backward`` adds it
+    into a buffer it owns, or materialises it, so that several slices of one large
+    array cost one buffer instead of one zero-filled array each.  Under nesting,
+    pullbacks return a recorded scatter instead.
+    """
+
+    __slots__ = ('g', 'idx', 'shape', 'unique')
+
+    def __init__(self, g, idx, shape, unique):
+        self.g, self.idx, self.shape, self.unique = g, idx, shape, unique
+
+    def add_into(self, buf):
+        if self.unique:
+            buf[self.idx] += self.g
+        else:
+            np.add.at(buf, self.idx, self.g)
+        return buf
+
+    def dense(self, dtype=None):
+        g = np.asarray(self.g)
+        dtype = dtype or (g.dtype if g.dtype.kind == 'f' else np.float64)
+        return self.add_into(np.zeros(self.shape, dtype=dtype))
+
+
+def _accumulate(prev, gi, owned):
+    """``prev + gi``, in place into a buffer this backward pass made when that is safe.
+
+    ``owned`` holds the ids of buffers created here and referenced only by the
+    cotangent table, so writing into them cannot change anything a caller sees.
+    """
+    if type(gi) is SparseCotangent:
+        if type(prev) is SparseCotangent:
+            prev = prev.dense()
+            owned.add(id(prev))
+        if id(prev) in owned and prev.dtype == np.result_type(prev, gi.g):
+            return gi.add_into(prev)
+        prev, gi = gi, prev
+    if type(prev) is SparseCotangent:          # dense gi: materialise into a new buffer
+        buf = prev.dense(np.result_type(prev.g, gi))
+        buf += gi
+        owned.add(id(buf))
+        return buf
+    if id(prev) in owned and type(gi) is np.ndarray and prev.dtype == gi.dtype:
+        prev += gi
+        return prev
+    new = prev + gi
+    if type(new) is np.ndarray:
+        owned.add(id(new))
+    return new
+
+
 def reachable(root):
     """Nodes reachable from ``root`` through parents at its level, latest first."""
     seen = {root}
@@ -152,11 +206,16 @@ def backward(root, seed, retain=False, order=None):
         order = reachable(root)
     cts = {root: seed}
     leaves = {}
+    owned = set()
     try:
         for node in order:
             g = cts.pop(node, None)
             if g is None:
                 continue
+            if owned:
+                owned.discard(id(g))
+            if type(g) is SparseCotangent:
+                g = g.dense()
             args = node.args
             if args is None:            # a leaf, or an entry released by an earlier back()
                 if node.prim is None:
@@ -176,7 +235,7 @@ def backward(root, seed, retain=False, order=None):
                 if getattr(gi, 'shape', ()) != pshape:
                     gi = unbroadcast(gi, pshape)
                 prev = cts.get(parent)
-                cts[parent] = gi if prev is None else prev + gi
+                cts[parent] = gi if prev is None else _accumulate(prev, gi, owned)
     except Exception as e:
         if node.prim is not None and not isinstance(e, GraphReleasedError):
             e.add_note(f'(raised by the pullback of {node.prim.name} during back)')

@@ -30,6 +30,8 @@ Conventions where the derivative is not defined (PyTorch's choices unless noted)
 """
 import math
 
+import operator
+
 import numpy as np
 
 from ..registry import defvjp
@@ -98,7 +100,9 @@ def _power_vjps(power):
     return base, exponent
 
 
-defvjp(np.power, *_power_vjps(np.power))
+# The forward is ``x ** y``: ndarray's operator has fast paths (x**2 as a square, x**0.5
+# as a square root) that the np.power ufunc called directly does not take.
+defvjp(np.power, *_power_vjps(np.power), fn=operator.pow, name='np.power')
 defvjp(np.float_power, *_power_vjps(np.float_power))
 
 

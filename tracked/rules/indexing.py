@@ -16,7 +16,7 @@ import operator
 import numpy as np
 
 from ..registry import Primitive, defcomposite, defvjp
-from ..tape import shape_of
+from ..tape import SparseCotangent, shape_of
 from ..values import Tracked, apply
 
 __all__ = ['scatter_add', 'zero_at', 'getitem', 'has_int_arrays']
@@ -113,7 +113,10 @@ def zero_at(g, idx):
 # --------------------------------------------------------------------------
 
 def _getitem_vjp(g, ans, x, idx):
-    return scatter_add(g, idx, shape_of(x))
+    if isinstance(g, Tracked) or _contains_tracked(idx):   # nested, or a recorded index
+        return scatter_add(g, idx, shape_of(x))
+    # First order: let backward add the slice into a buffer it owns (no zero-filled copy).
+    return SparseCotangent(g, idx, shape_of(x), not has_int_arrays(idx))
 
 
 _getitem_view = Primitive(operator.getitem, (_getitem_vjp,), name='operator.getitem', view=True)

@@ -50,7 +50,10 @@ def _expand(g, shape, axis, keepdims):
     if isinstance(g, Tracked):
         return np.broadcast_to(g, shape)
     # plain cotangent (the common first-order case): np.full is 4x faster than
-    # np.broadcast_to, whose Python-level setup dominates for small arrays
+    # np.broadcast_to for small arrays, whose Python-level setup dominates there; for
+    # large ones the read-only broadcast view saves writing a whole array
+    if math.prod(shape) > 32768:
+        return np.broadcast_to(g, shape)
     return np.full(shape, g, dtype=getattr(g, 'dtype', None))
 
 
