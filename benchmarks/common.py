@@ -28,13 +28,6 @@ def fix_malloc():
     return bool(ok)
 
 
-def single_thread():
-    for var in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS',
-                'NUMBA_NUM_THREADS', 'XLA_FLAGS'):
-        os.environ.setdefault(var, '1' if var != 'XLA_FLAGS' else
-                              '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1')
-
-
 def median_us(fn, min_time=0.3, max_repeats=2000, warmup=3):
     """Median wall time of ``fn()`` in microseconds."""
     for _ in range(warmup):

@@ -9,11 +9,15 @@ implementation reported: plain NumPy forward or hand-written gradient, as named)
 import os
 import sys
 
+# One thread per library, set before NumPy (and its BLAS) is first imported.
+for _var in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS', 'NUMBA_NUM_THREADS'):
+    os.environ.setdefault(_var, '1')
+os.environ.setdefault('XLA_FLAGS', '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1')
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import fix_malloc, single_thread  # noqa: E402
+from common import fix_malloc  # noqa: E402
 
-single_thread()
 MALLOC_FIXED = fix_malloc()
 
 import importlib  # noqa: E402
@@ -26,7 +30,7 @@ def main(argv):
     rows = []
 
     def report(workload, impl, us, note=''):
-        if wanted and workload.split()[0] not in wanted:
+        if wanted and workload.split()[0].upper() not in wanted:
             return
         rows.append((workload, impl, us, note))
         ref = next(r for r in rows if r[0] == workload)

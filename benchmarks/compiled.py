@@ -1,0 +1,302 @@
+"""Compiled tapes (tr.compile): W1, W3, W4a, W4b, W5 (HessianTape), W6.
+
+Each workload reports first its reference (the hand-written numba gradient; for W6
+the NumPy primal), then the compiled tape (value and gradient in one call, written
+into preallocated arrays with ``out=``), then ``jax.jit`` when JAX is installed.
+Compile times are measured in fresh processes: a first compile with an empty disk
+cache, then a second process loading the same tape from the cache.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+from numba import njit
+
+import tracked as tr
+from common import median_us, peer
+
+# -------------------------------------------------------------------- W1 ------
+W1_STEPS = 200
+
+
+def w1_f(x, xp=np):
+    for _ in range(W1_STEPS):
+        x = xp.sin(x) * 1.01 + 0.1
+    return xp.sum(x * x)
+
+
+@njit(cache=True)
+def w1_numba(x0, xs, g):
+    val = 0.0
+    for j in range(x0.size):
+        x = x0[j]
+        for k in range(W1_STEPS):
+            xs[k] = x
+            x = np.sin(x) * 1.01 + 0.1
+        val += x * x
+        gj = 2.0 * x
+        for k in range(W1_STEPS - 1, -1, -1):
+            gj = gj * 1.01 * np.cos(xs[k])
+        g[j] = gj
+    return val
+
+
+# -------------------------------------------------------------------- W3 ------
+def w3_f(x, xp=np):
+    return xp.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+
+
+@njit(cache=True)
+def w3_numba(x, g):
+    val = 0.0
+    for i in range(x.size):
+        g[i] = 0.0
+    for i in range(x.size - 1):
+        a = x[i]
+        t = x[i + 1] - a * a
+        u = 1.0 - a
+        val += 100.0 * t * t + u * u
+        g[i] += -400.0 * t * a - 2.0 * u
+        g[i + 1] += 200.0 * t
+    return val
+
+
+# -------------------------------------------------------------------- W4a -----
+def w4a_init(rng):
+    m = {'W1': rng.standard_normal((16, 2)) / np.sqrt(2), 'b1': np.zeros(16),
+         'W2': rng.standard_normal((16, 16)) / 4, 'b2': np.zeros(16),
+         'W3': rng.standard_normal((1, 16)) / 4, 'b3': np.zeros(1)}
+    return m, rng.standard_normal((32, 2)), rng.standard_normal((32, 1))
+
+
+def w4a_f(m, x, y, xp=np):
+    h = xp.tanh(x @ m['W1'].T + m['b1'])
+    h = xp.tanh(h @ m['W2'].T + m['b2'])
+    out = h @ m['W3'].T + m['b3']
+    return xp.mean((out - y) ** 2)
+
+
+@njit(cache=True)
+def w4a_numba(W1, b1, W2, b2, W3, b3, x, y, gW1, gb1, gW2, gb2, gW3, gb3, h1, h2, d2, d1):
+    B = x.shape[0]
+    H = W1.shape[0]
+    gW1[:] = 0.0
+    gb1[:] = 0.0
+    gW2[:] = 0.0
+    gb2[:] = 0.0
+    gW3[:] = 0.0
+    gb3[:] = 0.0
+    loss = 0.0
+    for n in range(B):
+        for j in range(H):
+            s = b1[j]
+            for i in range(x.shape[1]):
+                s += W1[j, i] * x[n, i]
+            h1[j] = np.tanh(s)
+        for j in range(H):
+            s = b2[j]
+            for i in range(H):
+                s += W2[j, i] * h1[i]
+            h2[j] = np.tanh(s)
+        o = b3[0]
+        for i in range(H):
+            o += W3[0, i] * h2[i]
+        r = o - y[n, 0]
+        loss += r * r
+        go = 2.0 * r / B
+        gb3[0] += go
+        for i in range(H):
+            gW3[0, i] += go * h2[i]
+            d2[i] = go * W3[0, i] * (1.0 - h2[i] * h2[i])
+        for j in range(H):
+            gb2[j] += d2[j]
+            for i in range(H):
+                gW2[j, i] += d2[j] * h1[i]
+        for i in range(H):
+            s = 0.0
+            for j in range(H):
+                s += d2[j] * W2[j, i]
+            d1[i] = s * (1.0 - h1[i] * h1[i])
+        for j in range(H):
+            gb1[j] += d1[j]
+            for i in range(x.shape[1]):
+                gW1[j, i] += d1[j] * x[n, i]
+    return loss / B
+
+
+# -------------------------------------------------------------------- W4b -----
+def w4b_f(w, X, y, xp=np):
+    return xp.mean(xp.logaddexp(0.0, -y * (X @ w)))
+
+
+@njit(cache=True)
+def w4b_numba(w, X, y, g):
+    m, k = X.shape
+    for j in range(k):
+        g[j] = 0.0
+    loss = 0.0
+    for i in range(m):
+        z = 0.0
+        for j in range(k):
+            z += X[i, j] * w[j]
+        t = -y[i] * z
+        loss += max(t, 0.0) + np.log1p(np.exp(-abs(t)))
+        c = -y[i] / (1.0 + np.exp(-t)) / m
+        for j in range(k):
+            g[j] += c * X[i, j]
+    return loss / m
+
+
+# -------------------------------------------------------------------- W5 ------
+W5_N = 50
+
+
+def w5_f(x, W, xp=np):
+    return xp.sum(xp.tanh(W @ x)) + 0.5 * xp.sum(x ** 2)
+
+
+@njit(cache=True)
+def w5_numba(x, W, H, d):
+    n = x.size
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += W[i, j] * x[j]
+        t = np.tanh(s)
+        d[i] = -2.0 * t * (1.0 - t * t)
+    for a in range(n):
+        for b in range(n):
+            H[a, b] = 1.0 if a == b else 0.0
+    for i in range(n):
+        for a in range(n):
+            wa = d[i] * W[i, a]
+            for b in range(n):
+                H[a, b] += wa * W[i, b]
+    return H
+
+
+# -------------------------------------------------------------------- W6 ------
+def w6_f(a, b, xp=np):
+    return xp.sum(a.T @ b + a @ b.T)
+
+
+# --------------------------------------------------------------------------
+def _jax(report, name, f, args, wrt, hessian=False):
+    jax = peer('jax')
+    if jax is None:
+        return
+    jnp = jax.numpy
+    fj = (lambda *a: f(*a, xp=jnp))
+    if hessian:
+        g = jax.jit(jax.hessian(fj))
+    else:
+        g = jax.jit(jax.value_and_grad(fj, argnums=wrt))
+    jargs = jax.tree_util.tree_map(jnp.asarray, args)
+
+    def call():
+        return jax.block_until_ready(g(*jargs))
+    report(name, 'jax.jit', median_us(call))
+
+
+def _compiled(report, name, tape, args):
+    ctape = tr.compile(tape)
+    g = ctape.gradient(*args)
+    report(name, 'tracked compiled (out=)', median_us(lambda: ctape.withgradient(*args, out=g)),
+           note=f'{len(ctape.fallbacks)} fallbacks' if ctape.fallbacks else '')
+    return ctape
+
+
+_COMPILE_SCRIPT = r'''
+import sys, time
+sys.path.insert(0, {bench!r})
+import numpy as np
+import numba  # noqa: F401  (import time is not compile time)
+import tracked as tr
+from compiled import w1_f
+tape = tr.GradientTape(w1_f, np.random.default_rng(0).standard_normal(10))
+t0 = time.perf_counter()
+tr.compile(tape)
+print(time.perf_counter() - t0)
+'''
+
+
+def compile_times():
+    """(first compile of W1 with an empty disk cache, the same in a new process)."""
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, TRACKED_CACHE_DIR=d)
+        code = _COMPILE_SCRIPT.format(bench=os.path.dirname(os.path.abspath(__file__)))
+        out = []
+        for _ in range(2):
+            r = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True,
+                               text=True, check=True)
+            out.append(float(r.stdout.strip().splitlines()[-1]))
+    return out
+
+
+def run(report, wanted):
+    rng = np.random.default_rng(0)
+
+    def want(w):
+        return not wanted or w.upper() in wanted
+
+    if want('W1'):
+        name = 'W1 compiled'
+        x0 = rng.standard_normal(10)
+        xs, g = np.empty(W1_STEPS), np.empty(10)
+        report(name, 'hand-written numba gradient', median_us(lambda: w1_numba(x0, xs, g)))
+        _compiled(report, name, tr.GradientTape(w1_f, x0), (x0,))
+        _jax(report, name, w1_f, (x0,), 0)
+        first, cached = compile_times()
+        print(f'W1 compile time: first {first:.2f} s (target 3 s), new process with the disk '
+              f'cache {cached:.2f} s (target 0.5 s)', flush=True)
+    if want('W3'):
+        for n, label in ((100, '100'), (100_000, '1e5')):
+            name = f'W3 n={label} compiled'
+            x = rng.standard_normal(n)
+            g = np.empty(n)
+            report(name, 'hand-written numba gradient', median_us(lambda: w3_numba(x, g)))
+            _compiled(report, name, tr.GradientTape(w3_f, x), (x,))
+            _jax(report, name, w3_f, (x,), 0)
+    if want('W4a'):
+        name = 'W4a compiled'
+        m, x, y = w4a_init(rng)
+        order = ['W1', 'b1', 'W2', 'b2', 'W3', 'b3']
+        grads = [np.empty_like(m[k]) for k in order]
+        tmp = [np.empty(16) for _ in range(4)]
+        report(name, 'hand-written numba gradient',
+               median_us(lambda: w4a_numba(*[m[k] for k in order], x, y, *grads, *tmp)))
+        _compiled(report, name, tr.GradientTape(w4a_f, m, x, y, wrt=(0,)), (m, x, y))
+        _jax(report, name, w4a_f, (m, x, y), 0)
+    if want('W4b'):
+        name = 'W4b compiled'
+        w = rng.standard_normal(100) * 0.1
+        X = rng.standard_normal((50, 100))
+        y = np.sign(rng.standard_normal(50))
+        g = np.empty(100)
+        report(name, 'hand-written numba gradient', median_us(lambda: w4b_numba(w, X, y, g)))
+        _compiled(report, name, tr.GradientTape(w4b_f, w, X, y, wrt=(0,)), (w, X, y))
+        _jax(report, name, w4b_f, (w, X, y), 0)
+    if want('W5'):
+        name = 'W5 compiled hessian'
+        W = rng.standard_normal((W5_N, W5_N)) / np.sqrt(W5_N)
+        x = rng.standard_normal(W5_N)
+        H, d = np.empty((W5_N, W5_N)), np.empty(W5_N)
+        report(name, 'hand-written numba Hessian', median_us(lambda: w5_numba(x, W, H, d)))
+        htape = tr.compile(tr.HessianTape(lambda v: w5_f(v, W), x))
+        Hout = htape.hessian(x)
+        report(name, 'tracked compiled HessianTape', median_us(lambda: htape.hessian(x, out=Hout)),
+               note=f'{len(htape.fallbacks)} fallbacks' if htape.fallbacks else '')
+        jax = peer('jax')
+        if jax is not None:
+            jW = jax.numpy.asarray(W)
+            hj = jax.jit(jax.hessian(lambda v: w5_f(v, jW, xp=jax.numpy)))
+            jx = jax.numpy.asarray(x)
+            report(name, 'jax.jit', median_us(lambda: jax.block_until_ready(hj(jx))))
+    if want('W6'):
+        name = 'W6 compiled'
+        a, b = rng.standard_normal((100, 100)), rng.standard_normal((100, 100))
+        report(name, 'NumPy primal (no gradient)', median_us(lambda: w6_f(a, b)))
+        _compiled(report, name, tr.GradientTape(w6_f, a, b), (a, b))
+        _jax(report, name, w6_f, (a, b), (0, 1))
