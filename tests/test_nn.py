@@ -28,6 +28,12 @@ def test_activation_values():
     np.testing.assert_allclose(nn.logsumexp(X), np.log(np.exp(X).sum(-1)), rtol=1e-14)
 
 
+def test_relu_derivative_at_zero_is_zero():
+    g = tr.gradient(lambda x: np.sum(nn.relu(x)), np.array([-1.0, 0.0, 2.0]))[0]
+    np.testing.assert_array_equal(g, [0.0, 0.0, 1.0])
+    assert nn.relu(np.array([1, -2])).tolist() == [1, 0]
+
+
 def test_activations_are_stable_for_large_inputs():
     big = np.array([[1000.0, 1000.0, -1000.0], [-1000.0, 0.0, 1000.0]])
     with np.errstate(over='raise', invalid='raise', divide='raise'):
@@ -282,8 +288,30 @@ def test_tied_weights():
     g = tr.gradient(lambda m: np.sum(m(idx)[:, 1]), model)[0]
 
     def f(W):
-        return np.sum(nn.logsoftmax(nn.Dense(W, model.head.bias)(np.tanh(nn.Embedding(W)(idx))))[:, 1])
+        h = np.tanh(nn.Embedding(W)(idx))
+        return np.sum(nn.logsoftmax(nn.Dense(W, model.head.bias)(h))[:, 1])
     total = tr.gradient(f, model.embed.weight)[0]
     np.testing.assert_allclose(g.embed.weight, total, rtol=1e-12)
     np.testing.assert_allclose(g.head.weight, total, rtol=1e-12)
     assert tr.gradcheck(f, model.embed.weight)
+
+
+def test_labels_through_gradient_are_not_differentiated():
+    # gradient(loss, model, x, labels) tracks integer arrays too (as float64)
+    m = nn.Dense(5, 5, rng=0)
+    g_labels = tr.gradient(lambda m, x, y: nn.logitcrossentropy(m(x), y), m, X, LABELS)
+    g_onehot = tr.gradient(lambda m, x, y: nn.logitcrossentropy(m(x), y), m, X, Y1)
+    np.testing.assert_allclose(g_labels[0].weight, g_onehot[0].weight, rtol=1e-14)
+    assert g_labels[2] is None or not np.any(g_labels[2])
+    np.testing.assert_allclose(nn.logitcrossentropy(X, LABELS.astype(float)),
+                               nn.logitcrossentropy(X, Y1))
+    with pytest.raises(ValueError, match='class labels'):
+        nn.logitcrossentropy(X, np.array([0.5, 1, 2, 3]))
+    with pytest.raises(TypeError, match='integers'):
+        nn.logitcrossentropy(X, np.array(['a', 'b', 'c', 'd']))
+
+
+def test_doctests():
+    import doctest
+    result = doctest.testmod(nn, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0

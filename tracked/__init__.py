@@ -7,6 +7,8 @@ from .api import (gradient, withgradient, pullback, jacobian, withjacobian,  # n
 from .functors import fmap, leaf, param, data, grad, zero_grad, istracked  # noqa: F401
 from .custom import rule, ignore_derivatives, non_differentiable, checkpoint  # noqa: F401
 from .backends import AutoTracked, AutoFiniteDifferences  # noqa: F401
+from .compiled_tape import (GradientTape, JacobianTape, HessianTape, compile,  # noqa: F401
+                            TapeGuardError, AutoCompiled)
 from .testing import gradcheck
 from . import nn  # noqa: F401
 from .nn import (Dense, Embedding, Chain, relu, sigmoid, tanh, softmax, logsoftmax,  # noqa: F401

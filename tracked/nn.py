@@ -15,6 +15,8 @@ import types
 
 import numpy as np
 
+from .values import plain
+
 __all__ = ['Dense', 'Embedding', 'Chain',
            'relu', 'sigmoid', 'tanh', 'softmax', 'logsoftmax', 'logsumexp',
            'mse', 'crossentropy', 'logitcrossentropy', 'onehot']
@@ -25,13 +27,14 @@ __all__ = ['Dense', 'Embedding', 'Chain',
 # --------------------------------------------------------------------------
 
 def relu(x):
-    """``relu(x) -> max(x, 0)`` elementwise (derivative 0 at 0).
+    """``relu(x) -> max(x, 0)`` elementwise, with derivative 0 at 0 (as in Flux and PyTorch).
 
     >>> import numpy as np, tracked as tr
     >>> tr.nn.relu(np.array([-1.0, 0.0, 2.0]))
     array([0., 0., 2.])
     """
-    return np.maximum(x, 0)
+    # np.where rather than np.maximum, whose rule splits the gradient of a tie (0.5 at 0).
+    return np.where(x > 0, x, 0)
 
 
 def sigmoid(x):
@@ -115,12 +118,24 @@ def mse(yhat, y, agg=np.mean):
 
 
 def _targets(y, like):
-    """``y`` as one-hot/probabilities shaped like ``like``: integer class labels are expanded."""
-    if isinstance(y, np.ndarray) or np.isscalar(y):
-        y = np.asarray(y)
-        if y.dtype.kind in 'iu' and y.ndim == np.ndim(like) - 1:
-            return onehot(y, np.shape(like)[-1])
-    return y
+    """``y`` as one-hot/probabilities shaped like ``like``: class labels are expanded.
+
+    Labels are recognised by having one axis fewer than the predictions.  They are
+    indices, never differentiated, so their plain values are used: ``gradient(loss,
+    model, x, labels)`` tracks integer arrays too, as float64.
+    """
+    if np.ndim(y) != np.ndim(like) - 1:
+        return y
+    labels = np.asarray(plain(y))
+    if labels.dtype.kind == 'f':
+        if not np.all(labels == np.round(labels)):
+            raise ValueError(f'targets with one axis fewer than the predictions {np.shape(like)} '
+                             f'are class labels and must be integers; for probabilities, '
+                             f'give them the shape of the predictions')
+        labels = labels.astype(np.int64)
+    elif labels.dtype.kind not in 'iu':
+        raise TypeError(f'class labels must be integers, got dtype {labels.dtype}')
+    return onehot(labels, np.shape(like)[-1])
 
 
 def crossentropy(yhat, y, agg=np.mean, eps=None):
@@ -128,9 +143,9 @@ def crossentropy(yhat, y, agg=np.mean, eps=None):
 
     ``yhat`` holds probabilities (e.g. the output of ``softmax``) with classes on the
     last axis; ``y`` is one-hot or probabilities of the same shape, or integer class
-    labels with one axis fewer.  ``eps`` (default: the machine epsilon of ``yhat``'s
-    dtype, as in Flux) keeps ``log`` finite at 0.  Prefer ``logitcrossentropy`` on
-    logits: it is more accurate.
+    labels with one axis fewer (not differentiated).  ``eps`` (default: the machine
+    epsilon of ``yhat``'s dtype, as in Flux) keeps ``log`` finite at 0.  Prefer
+    ``logitcrossentropy`` on logits: it is more accurate.
 
     >>> import numpy as np, tracked as tr
     >>> round(float(tr.nn.crossentropy(np.array([[0.1, 0.9]]), np.array([[0.0, 1.0]]))), 6)
@@ -268,6 +283,8 @@ class Dense:
         return y if self.activation is None else self.activation(y)
 
     def __repr__(self):
+        if np.ndim(self.weight) != 2:                # e.g. a gradient tree with None
+            return f'Dense(weight={self.weight!r}, bias={self.bias!r})'
         n_out, n_in = np.shape(self.weight)
         extra = '' if self.activation is None else f', {_name(self.activation)}'
         nobias = '' if self.bias is not None else ', bias=False'
@@ -310,6 +327,8 @@ class Embedding:
         return self.weight[i if idx.ndim == 0 else idx]
 
     def __repr__(self):
+        if np.ndim(self.weight) != 2:
+            return f'Embedding(weight={self.weight!r})'
         n, d = np.shape(self.weight)
         return f'Embedding({n} => {d})'
 

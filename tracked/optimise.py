@@ -10,6 +10,7 @@ tuples, named tuples, dataclasses, objects with attributes), so any model that
 (tied weights) has one state and is updated once, with its total gradient.
 """
 import math
+import warnings
 
 import numpy as np
 
@@ -81,12 +82,13 @@ class Adam(Rule):
     """``Adam(lr=0.001, betas=(0.9, 0.999), eps=1e-8)``: Kingma & Ba, with bias correction.
 
     ``m, v`` are running means of ``g`` and ``g**2``; the step is
-    ``lr * m̂ / (sqrt(v̂) + eps)`` with ``m̂ = m / (1 - beta1**t)``, ``v̂ = v / (1 - beta2**t)``.
+    ``lr * m̂ / (sqrt(v̂) + eps)`` with ``m̂ = m / (1 - beta1**t)`` and
+    ``v̂ = v / (1 - beta2**t)``.  The first step is about ``lr * sign(g)``:
 
     >>> import numpy as np, tracked as tr
     >>> model = {'w': np.array([1.0, -1.0])}
     >>> state = tr.setup(tr.Adam(0.1), model)
-    >>> tr.update(state, model, {'w': np.array([3.0, -0.5])}); model['w']  # first step: lr * sign(g)
+    >>> tr.update(state, model, {'w': np.array([3.0, -0.5])}); model['w']
     array([ 0.9, -0.9])
     """
 
@@ -163,7 +165,9 @@ def setup(rule, model):
     """``setup(rule, model) -> state``: a tree like ``model`` with an ``OptLeaf`` per array.
 
     Arrays that occur several times (tied weights) share one ``OptLeaf``; tracked
-    arrays (``fmap(param, model)``) get state shaped like their data.  Everything that
+    arrays (``fmap(param, model)``) get state shaped like their data.  All leaves hold
+    the same ``rule`` object, so changing ``rule.lr`` later changes the learning rate
+    of every array (a schedule).  Everything that
     is not an array (functions, sizes, Python floats) has ``None`` in the state tree:
     only arrays are trained, in place.
 
@@ -339,7 +343,8 @@ def train(loss, model, data, state, *, tape=None, adtype=None, progress=True, de
     For each ``batch`` of ``data``, computes the gradient of ``loss(model, *batch)``
     (``loss(model, batch)`` when the batch is not a tuple) with respect to the model,
     then ``update(state, model, grads)``.  A tqdm progress bar shows the running loss
-    (exponentially smoothed over about ten batches; ``progress=False`` hides the bar).  Returns the list of batch losses, for plotting.
+    (exponentially smoothed over about ten batches; ``progress=False`` hides the bar).
+    Returns the list of batch losses, for plotting.
 
     Gradients come from the eager tape by default; ``adtype=tr.AutoCompiled()`` (or any
     backend of ``tr.withgradient``) chooses another, and ``tape=`` takes a tape recorded
@@ -355,9 +360,19 @@ def train(loss, model, data, state, *, tape=None, adtype=None, progress=True, de
     >>> round(float(model(np.array([[1.0]]))[0, 0]), 1)
     2.0
     """
-    # The text bar, not tqdm.auto: a notebook then keeps the final bar in its saved
-    # output, where a widget would store only its initial 0%.
-    from tqdm import tqdm
+    try:
+        # The text bar, not tqdm.auto: a notebook then keeps the final bar in its saved
+        # output, where a widget would store only its initial 0%.
+        from tqdm import tqdm
+    except ImportError:
+        # tqdm is an optional extra (runtime dependencies are numpy and numba only):
+        # train without a bar rather than fail.
+        if progress:
+            warnings.warn('tr.train shows its progress bar with tqdm, which is not installed '
+                          '(pip install tqdm); training without one', stacklevel=2)
+
+        def tqdm(it, **kwargs):
+            return _NoBar(it)
     if isinstance(state, Rule):
         raise TypeError(f'train(loss, model, data, state): state must be the optimiser state '
                         f'tree, state = tr.setup({state!r}, model), not the rule itself')
@@ -424,3 +439,19 @@ def _first(val):
 
 def _model_grad(g):
     return g[0] if isinstance(g, tuple) else g
+
+
+class _NoBar:
+    """Stands in for a tqdm bar when tqdm is not installed."""
+
+    def __init__(self, it):
+        self._it = it
+
+    def __iter__(self):
+        return iter(self._it)
+
+    def set_postfix(self, *args, **kwargs):
+        pass
+
+    def close(self):
+        pass

@@ -1,0 +1,179 @@
+"""Compiled tapes (tracked/compiled_tape/compiled.py, codegen.py): numba replays against
+the eager results.  Compiling costs seconds, so a few small tapes are compiled once per
+module and reused; they share kernels (and numba's disk cache) between them."""
+import os
+import subprocess
+import sys
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import tracked as tr
+
+rng = np.random.default_rng(1)
+
+
+def _close(a, b):
+    np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def mlp_loss(m, x, y):
+    h = np.tanh(x @ m['W'].T + m['b'])
+    return np.mean((h @ m['V'].T - y) ** 2) + 0.1 * np.sum(np.where(h > 0, h, 0.0))
+
+
+def make_model(r):
+    return {'W': r.standard_normal((32, 3)), 'b': r.standard_normal(32),
+            'V': r.standard_normal((1, 32))}
+
+
+def branchy(x, c):
+    # a guard (bool of a reduction), a mask, an index from argmax (a fallback), a slice
+    y = np.sin(x) * c if np.sum(x) > 0 else np.cos(x) * c
+    return np.sum(y[1:] * y[:-1]) + x[np.argmax(x)] + np.sum(x[x > 0.5] ** 2)
+
+
+@pytest.fixture(scope='module')
+def mlp():
+    m = make_model(np.random.default_rng(0))
+    x, y = rng.standard_normal((64, 3)), rng.standard_normal((64, 1))
+    tape = tr.GradientTape(mlp_loss, m, x, y, wrt=(0,))
+    return tape, tr.compile(tape), (m, x, y)
+
+
+@pytest.fixture(scope='module')
+def branch():
+    x = np.array([0.3, 0.9, -0.2, 0.7])
+    tape = tr.GradientTape(branchy, x, 2.0, wrt=(0,))
+    return tape, tr.compile(tape)
+
+
+def test_compiled_gradient_matches_eager_on_new_inputs(mlp):
+    tape, ctape, _ = mlp
+    for seed in range(3):
+        r = np.random.default_rng(seed + 5)
+        args = (make_model(r), r.standard_normal((64, 3)), r.standard_normal((64, 1)))
+        val, (g, gx, gy) = ctape.withgradient(*args)
+        ev, (eg, _, _) = tr.withgradient(mlp_loss, *args)
+        _close(val, ev)
+        assert gx is None and gy is None
+        for k in eg:
+            _close(g[k], eg[k])
+        _close(ctape(*args), ev)
+    assert ctape.fallbacks == []
+    assert tape.compiled is None                     # compile returns a new tape
+
+
+def test_out_writes_in_place_and_allocates_nothing(mlp):
+    _, ctape, (m, x, y) = mlp
+    g = ctape.gradient(m, x, y)
+    m2 = make_model(np.random.default_rng(9))
+    ctape.gradient(m2, x, y, out=g)
+    eg = tr.gradient(mlp_loss, m2, x, y)[0]
+    for k in eg:
+        _close(g[0][k], eg[k])
+    for _ in range(3):
+        ctape.gradient(m2, x, y, out=g)              # warm every path
+    tracemalloc.start()
+    try:
+        for _ in range(5):
+            ctape.gradient(m2, x, y, out=g)
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        for _ in range(200):
+            ctape.gradient(m2, x, y, out=g)
+        current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # The intermediates here are 64 x 32 floats (16 KiB each): none may be allocated.  What
+    # remains is numba's argument boxing and a few small Python objects per call.
+    assert peak - base < 6000, f'a call with out= allocated {peak - base} bytes'
+    assert current - base < 256, 'calls with out= keep memory'
+
+
+def test_compiled_guards_fallbacks_masks_and_indices(branch):
+    tape, ctape = branch
+    names = [ins.name for ins in ctape.fallbacks]
+    assert 'np.argmax' in names                      # listed, compiled around
+    for x in (np.array([0.1, 0.6, 0.4, 0.9]), np.array([0.8, 0.2, -0.3, 0.55])):
+        val, (g, _) = ctape.withgradient(x, 2.0)
+        ev, (eg, _) = tr.withgradient(branchy, x, 2.0)
+        _close(val, ev)
+        _close(g, eg)
+    with pytest.raises(tr.TapeGuardError, match='truth value'):
+        ctape.gradient(np.array([-1.0, -0.6, -0.4, 0.9]), 2.0)     # the other branch
+    with pytest.raises(tr.TapeGuardError, match='number of True entries'):
+        ctape.gradient(np.array([0.6, 0.6, 0.6, 0.9]), 2.0)        # mask count changes
+    with pytest.raises(ValueError, match='recorded with 2.0|shape'):
+        ctape.gradient(np.ones(3), 2.0)
+
+
+def test_reversediff_branch_case_compiled():
+    tape = tr.compile(tr.GradientTape(lambda x: 0.0 * x if x < 0 else x, -1.3))
+    assert tape.gradient(-0.7) == (0.0,)
+    with pytest.raises(tr.TapeGuardError):
+        tape.gradient(1.34)
+
+
+def test_retrace_recompiles_on_another_path():
+    tape = tr.compile(tr.GradientTape(lambda x: 0.0 * x if x < 0 else x, -1.3,
+                                      on_guard='retrace'))
+    assert tape.gradient(1.34) == (1.0,)
+    assert tape.compiled is not None
+
+
+def test_compiled_custom_rule_is_recomputed():
+    @tr.rule
+    def cube(x):
+        return x ** 3, lambda dy: (dy * 3 * x ** 2,)
+    tape = tr.compile(tr.GradientTape(lambda x: np.sum(cube(x)), np.array([1.0, 2.0])))
+    _close(tape.gradient(np.array([3.0, -1.0]))[0], [27.0, 3.0])
+
+
+def test_compiled_hessian_and_jacobian_tapes():
+    W = rng.standard_normal((3, 3))
+    f = lambda x: np.sum(np.tanh(W @ x)) + 0.5 * np.sum(x ** 2)
+    h = tr.compile(tr.HessianTape(f, rng.standard_normal(3)))
+    x2 = rng.standard_normal(3)
+    _close(h.hessian(x2), tr.hessian(f, x2))
+    H = np.empty((3, 3))
+    assert h.hessian(x2, out=H) is H
+    j = tr.compile(tr.JacobianTape(lambda x: np.tanh(W @ x), x2))
+    x3 = rng.standard_normal(3)
+    _close(j.jacobian(x3)[0], tr.jacobian(lambda x: np.tanh(W @ x), x3)[0])
+
+
+def test_auto_compiled_backend_caches_by_signature_and_follows_branches():
+    ad = tr.AutoCompiled()
+    f = lambda x: 0.0 * x if x < 0 else x * 3.0
+    assert tr.gradient(f, ad, -1.3) == (0.0,)
+    assert tr.gradient(f, ad, 2.0) == (3.0,)        # guard fails: the other path is recorded
+    assert tr.gradient(f, ad, -2.0) == (0.0,)
+    assert len(ad.tapes) == 1 and len(next(iter(ad.tapes.values()))) == 2
+    val, g = tr.withgradient(lambda x, y: x / y, ad, 1, 2)
+    assert val == 0.5 and g == (0.5, -0.25)
+
+
+_SUBPROCESS = r'''
+import numpy as np, tracked as tr
+from tracked.compiled_tape import cache
+tape = tr.compile(tr.GradientTape(lambda x: np.sum(np.exp(x) * 1.5 - x), np.ones(4)))
+assert np.allclose(tape.gradient(np.zeros(4))[0], 0.5)
+c = tape.compiled
+hits = sum(sum(d.stats.cache_hits.values()) for d in [c.vm] + [__import__(k.name).__dict__[k.name] for k in c.kernels])
+misses = sum(sum(d.stats.cache_misses.values()) for d in [c.vm] + [__import__(k.name).__dict__[k.name] for k in c.kernels])
+print(hits, misses)
+'''
+
+
+def test_second_process_loads_the_compiled_code_from_disk(tmp_path):
+    env = dict(os.environ, TRACKED_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, '-c', _SUBPROCESS], env=env, capture_output=True,
+                           text=True) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    first = [int(v) for v in runs[0].stdout.split()]
+    second = [int(v) for v in runs[1].stdout.split()]
+    assert first[1] > 0                              # compiled the first time
+    assert second[1] == 0 and second[0] >= 1         # loaded from disk, compiled nothing

@@ -1,0 +1,82 @@
+"""Guards (tracked/compiled_tape/guards.py): value-dependent control flow is checked on replay."""
+import numpy as np
+import pytest
+
+import tracked as tr
+from tracked.compiled_tape import GradientTape, TapeGuardError
+
+
+def relu_scalar(x):
+    return 0.0 * x if x < 0 else x          # ReverseDiff's failing case
+
+
+def test_reversediff_branch_case_raises_instead_of_returning_the_recorded_branch():
+    tape = GradientTape(relu_scalar, -1.3)
+    assert tape.gradient(-0.5) == (0.0,)
+    with pytest.raises(TapeGuardError, match=r'recorded True, now False') as e:
+        tape.gradient(1.34)
+    assert 'test_guards.py' in str(e.value) and 'relu_scalar' in str(e.value)
+
+
+def test_retrace_re_records_on_another_path():
+    tape = GradientTape(relu_scalar, -1.3, on_guard='retrace')
+    assert tape.gradient(1.34) == (1.0,)
+    assert tape.gradient(-2.0) == (0.0,)
+    assert tape(3.0) == 3.0
+
+
+def test_bool_of_a_reduction_and_while_loops():
+    def f(x):
+        while np.sum(x * x) > 1.0:
+            x = x * 0.5
+        return np.sum(x)
+    tape = GradientTape(f, np.array([1.0, 1.0]))       # halves once
+    np.testing.assert_allclose(tape.gradient(np.array([0.9, 0.9]))[0], [0.5, 0.5])
+    with pytest.raises(TapeGuardError):
+        tape.gradient(np.array([3.0, 3.0]))            # would halve three times
+    with pytest.raises(TapeGuardError):
+        tape.gradient(np.array([0.1, 0.1]))            # would not halve
+
+
+@pytest.mark.parametrize('conv', [float, lambda v: v.item()])
+def test_float_and_item_are_guarded_by_value(conv):
+    f = lambda x: np.sum(x) * conv(np.max(x))
+    tape = GradientTape(f, np.array([1.0, 2.0]))
+    np.testing.assert_allclose(tape.gradient(np.array([0.5, 2.0]))[0], [2.0, 2.0])
+    with pytest.raises(TapeGuardError, match='now 3.0'):
+        tape.gradient(np.array([1.0, 3.0]))
+
+
+def test_int_and_index_are_guarded():
+    f = lambda x, n: np.sum(x[:int(np.sum(n))])
+    tape = GradientTape(f, np.ones(4), np.array([1.0, 1.0]), wrt=(0,))
+    np.testing.assert_allclose(tape.gradient(np.ones(4), np.array([0.5, 1.5]))[0], [1, 1, 0, 0])
+    with pytest.raises(TapeGuardError, match='int'):
+        tape.gradient(np.ones(4), np.array([1.0, 2.0]))
+    g = lambda x, k: np.sum(x[:k])                     # __index__ of a tracked integer
+    tape = GradientTape(lambda x, m: g(x, np.argmax(m)), np.ones(4), np.array([0., 0, 1]),
+                        wrt=(0,))
+    with pytest.raises(TapeGuardError, match='index'):
+        tape.gradient(np.ones(4), np.array([1.0, 0, 0]))
+
+
+def test_boolean_mask_replays_with_the_new_mask_and_guards_its_count():
+    f = lambda x: np.sum(x[x > 0] ** 2)
+    tape = GradientTape(f, np.array([1.0, -1.0, 2.0]))
+    x2 = np.array([-3.0, 2.0, 1.0])                    # same count, other positions
+    np.testing.assert_allclose(tape.gradient(x2)[0], [0.0, 4.0, 2.0])
+    with pytest.raises(TapeGuardError, match='number of True entries'):
+        tape.gradient(np.array([1.0, 1.0, 1.0]))
+
+
+def test_index_arrays_from_values_are_recomputed():
+    f = lambda x: np.sum(x[np.argsort(x)[:2]] * np.array([1.0, 10.0]))
+    tape = GradientTape(f, np.array([3.0, 1.0, 2.0]))
+    x2 = np.array([1.0, 3.0, 2.0])
+    np.testing.assert_allclose(tape.gradient(x2)[0], tr.api.gradient(f, x2)[0])
+
+
+def test_guards_are_listed_when_printed():
+    tape = GradientTape(relu_scalar, -1.3)
+    assert len(tape.guards) == 1
+    assert 'guard bool == True' in str(tape)

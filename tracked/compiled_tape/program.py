@@ -1,0 +1,191 @@
+"""A program: the live instructions of a recording, deduplicated, and its NumPy replay."""
+import numpy as np
+
+from .guards import Guard, guard_error
+from .record import Instr, Ref
+
+__all__ = ['Program']
+
+
+class Program:
+    """Instructions reachable from ``outputs`` (and every guard), in recording order.
+
+    Identical instructions (same function, arguments and keyword arguments) are
+    merged: nested backward passes recompute the same saved quantities many times.
+    """
+
+    def __init__(self, rec, outputs):
+        live = set()
+        stack = [o.i for o in outputs if type(o) is Ref] + [g.i for g in rec.guards]
+        while stack:
+            i = stack.pop()
+            if i not in live:
+                live.add(i)
+                stack.extend(rec.instrs[i].refs())
+        new = {}
+        seen = {}
+        self.instrs = []
+        for i in sorted(live):
+            ins = rec.instrs[i]
+            args = _remap(ins.args, new)
+            key = None
+            if ins.kind != 'input':
+                key = _cse_key(ins.fn, args, ins.kwargs)
+                if key is not None and key in seen:
+                    new[i] = seen[key]
+                    continue
+            j = len(self.instrs)
+            new[i] = j
+            self.instrs.append(Instr(j, ins.kind, ins.fn, ins.prim, ins.name, args,
+                                     ins.kwargs, ins.value, ins.pos))
+            if key is not None:
+                seen[key] = j
+        self.guards = [Guard(new[g.i], g.kind, g.recorded, g.where) for g in rec.guards
+                       if g.i in new]
+        self.outputs = [_remap(o, new) if type(o) is Ref else o for o in outputs]
+        self.guards_at = {}
+        for g in self.guards:
+            self.guards_at.setdefault(g.i, []).append(g)
+        self._steps = None
+
+    # -- NumPy replay -------------------------------------------------------------
+    def _compile_steps(self):
+        steps = []
+        for ins in self.instrs:
+            steps.append((ins.i, ins.kind == 'input', ins.pos, ins.fn, _arg_builder(ins.args),
+                          ins.kwargs, self.guards_at.get(ins.i, ())))
+        return steps
+
+    def run(self, leaves):
+        """Replay on ``leaves`` (the flattened, checked arguments); returns the outputs."""
+        steps = self._steps
+        if steps is None:
+            steps = self._steps = self._compile_steps()
+        env = [None] * len(self.instrs)
+        for i, is_input, pos, fn, build, kwargs, guards in steps:
+            if is_input:
+                v = leaves[pos]
+            else:
+                v = fn(*build(env), **kwargs)
+            env[i] = v
+            for g in guards:
+                if not g.holds(v):
+                    raise guard_error(g, v, self.instrs[i].name)
+        return [env[o.i] if type(o) is Ref else o for o in self.outputs]
+
+    def check_guards(self, env):
+        """Check every guard against instruction values ``env`` (a sequence)."""
+        for g in self.guards:
+            if not g.holds(env[g.i]):
+                raise guard_error(g, env[g.i], self.instrs[g.i].name)
+
+    # -- printing -------------------------------------------------------------------
+    def lines(self):
+        out = []
+        for ins in self.instrs:
+            shape = ins.shape
+            dtype = ins.dtype
+            if ins.kind == 'input':
+                text = f'%{ins.i} = input[{ins.pos}]'
+            else:
+                args = ', '.join(_fmt(a) for a in ins.args)
+                kw = ''.join(f', {k}={_fmt(v)}' for k, v in ins.kwargs.items())
+                text = f'%{ins.i} = {ins.name}({args}{kw})'
+            extra = ''.join(f'   [guard {g.kind} == {g.recorded!r} at {g.where}]'
+                            for g in self.guards_at.get(ins.i, ()))
+            out.append(f'{text:<60} : {shape} {dtype}{extra}')
+        return out
+
+
+def _arg_builder(args):
+    """A function ``env -> tuple of arguments`` for one instruction's argument template."""
+    dyn = [(k, a) for k, a in enumerate(args)
+           if type(a) is Ref or (type(a) in (tuple, list) and any(type(b) is Ref for b in a))]
+    if not dyn:
+        return lambda env, args=tuple(args): args
+    if all(type(a) is Ref for _, a in dyn) and len(dyn) == len(args):
+        idx = [a.i for a in args]
+        if len(idx) == 1:
+            i0 = idx[0]
+            return lambda env: (env[i0],)
+        if len(idx) == 2:
+            i0, i1 = idx
+            return lambda env: (env[i0], env[i1])
+        return lambda env: tuple(env[i] for i in idx)
+
+    def build(env):
+        out = list(args)
+        for k, a in dyn:
+            if type(a) is Ref:
+                out[k] = env[a.i]
+            else:
+                out[k] = type(a)(env[b.i] if type(b) is Ref else b for b in a)
+        return out
+    return build
+
+
+def _remap(a, new):
+    if type(a) is Ref:
+        return Ref(new[a.i])
+    if type(a) in (tuple, list):
+        return type(a)(_remap(b, new) for b in a)
+    return a
+
+
+def _freeze(v):
+    t = type(v)
+    if t is Ref:
+        return ('%', v.i)
+    if t in (tuple, list):
+        parts = tuple(_freeze(b) for b in v)
+        return None if any(p is None for p in parts) else (t.__name__, parts)
+    if t is np.ndarray:
+        if v.size <= 64:
+            return ('a', v.dtype.str, v.shape, v.tobytes())
+        return ('id', id(v))
+    if isinstance(v, np.generic):
+        return ('g', v.dtype.str, v.tobytes())
+    if t is float:
+        return ('f', v.hex())
+    if t is slice:
+        return ('s', _freeze(v.start), _freeze(v.stop), _freeze(v.step))
+    if t is dict:
+        items = tuple((k, _freeze(x)) for k, x in v.items())
+        return None if any(x is None for _, x in items) else ('d', items)
+    try:
+        hash(v)
+    except TypeError:
+        return None
+    return (t.__name__, v)
+
+
+def _cse_key(fn, args, kwargs):
+    a = _freeze(tuple(args))
+    k = _freeze(kwargs) if kwargs else ()
+    if a is None or k is None:
+        return None
+    try:
+        hash((fn, a, k))
+    except TypeError:
+        return None
+    return (fn, a, k)
+
+
+def _fmt(a):
+    if type(a) is Ref:
+        return repr(a)
+    if type(a) in (tuple, list):
+        inner = ', '.join(_fmt(b) for b in a)
+        return f'({inner})' if type(a) is tuple else f'[{inner}]'
+    if isinstance(a, np.ndarray):
+        if a.size <= 4:
+            return np.array2string(a, separator=',').replace('\n', '')
+        return f'<const {a.dtype}{list(a.shape)}>'
+    if isinstance(a, np.generic):
+        return repr(a.item())
+    if isinstance(a, slice):
+        return (f'{"" if a.start is None else _fmt(a.start)}:{"" if a.stop is None else _fmt(a.stop)}'
+                + (f':{_fmt(a.step)}' if a.step is not None else ''))
+    if callable(a) and hasattr(a, '__name__'):
+        return a.__name__
+    return repr(a)

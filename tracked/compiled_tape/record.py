@@ -1,0 +1,217 @@
+"""Recording: the instructions a traced function and its traced backward pass execute.
+
+A ``Recorder`` owns the lowest trace level of a recording (``level``).  Inputs are
+leaves at that level; differentiated inputs are wrapped in leaves at higher levels.
+Every operation reaches the lowest level (``values.apply`` recurses into lower
+levels), where ``values.apply`` hands it to ``Recorder.record``: one ``Instr`` per
+operation, holding the primitive's *forward* function and its arguments with
+``Ref`` in place of recorded values.  The backward pass is run on higher levels
+with the pullbacks seeing lowest-level values, so it is recorded here as ordinary
+forward operations: the program is forward functions only, and the derivative
+rules exist once, in the registry.
+
+Value-dependent Python (``bool``, ``float``, ``int``, ``.item()``, boolean masks)
+reaches ``Recorder.concretize`` and becomes a ``Guard``; non-differentiable
+functions (comparisons, argmax, ...) reach ``Recorder.nondiff`` and become
+instructions too, so that a replay recomputes masks and indices from new inputs.
+"""
+import numpy as np
+
+from ..registry import Primitive
+from ..tape import Node
+from ..values import Tracked, box, plain
+from .guards import Guard, concrete_value, user_frame
+
+__all__ = ['Ref', 'Instr', 'Recorder']
+
+
+class Ref:
+    """An argument that is the result of instruction ``i``."""
+
+    __slots__ = ('i',)
+
+    def __init__(self, i):
+        self.i = i
+
+    def __repr__(self):
+        return f'%{self.i}'
+
+
+class Instr:
+    """One recorded operation: ``value = fn(*args, **kwargs)`` with ``Ref`` arguments."""
+
+    __slots__ = ('i', 'kind', 'fn', 'prim', 'name', 'args', 'kwargs', 'value', 'pos')
+
+    def __init__(self, i, kind, fn, prim, name, args, kwargs, value, pos=None):
+        self.i = i
+        self.kind = kind          # 'input', 'op' (a primitive), 'nondiff'
+        self.fn = fn
+        self.prim = prim
+        self.name = name
+        self.args = args          # tuple; Ref anywhere at top level or inside a tuple/list
+        self.kwargs = kwargs
+        self.value = value        # the value computed while recording
+        self.pos = pos            # inputs: the position among the flattened argument leaves
+
+    @property
+    def shape(self):
+        return np.shape(self.value)
+
+    @property
+    def dtype(self):
+        return getattr(self.value, 'dtype', None)
+
+    def refs(self):
+        """Indices of the instructions this one reads."""
+        out = []
+        for a in self.args:
+            if type(a) is Ref:
+                out.append(a.i)
+            elif type(a) in (tuple, list):
+                out.extend(b.i for b in a if type(b) is Ref)
+        return out
+
+
+_NONDIFF_PRIMS = {}
+
+
+def _nondiff_prim(fun):
+    prim = _NONDIFF_PRIMS.get(fun)
+    if prim is None:
+        from ..registry import _name
+        prim = _NONDIFF_PRIMS[fun] = Primitive(fun, (), name=_name(fun) if callable(fun) else str(fun))
+    return prim
+
+
+class Recorder:
+    """Collects the instructions and guards of one recording (see the module docstring)."""
+
+    def __init__(self, level):
+        self.level = level
+        self.instrs = []
+        self.guards = []
+        self.by_node = {}         # Node at ``level`` -> instruction index
+        self.by_obj = {}          # id(recorded value) -> instruction index (values that leak out)
+
+    # -- creating instructions ------------------------------------------------
+    def _add(self, kind, fn, prim, name, args, kwargs, value, node, pos=None):
+        i = len(self.instrs)
+        self.instrs.append(Instr(i, kind, fn, prim, name, args, kwargs, value, pos))
+        self.by_node[node] = i
+        if isinstance(value, (np.ndarray, np.generic)) and type(value) is not np.bool_:
+            self.by_obj[id(value)] = i
+        return i
+
+    def input(self, value, pos):
+        """A leaf at the recording level for flattened argument ``pos``."""
+        node = Node(None, None, None, value, (), self.level)
+        self._add('input', None, None, f'input {pos}', (), {}, value, node, pos)
+        return box(value, node)
+
+    def _arg(self, a):
+        """(template entry, plain value) for one argument at the recording level."""
+        if isinstance(a, Tracked):
+            n = a._node
+            if n.level == self.level:
+                return Ref(self.by_node[n]), n.ans
+            return plain(a), plain(a)                         # lower level: a constant here
+        if type(a) in (tuple, list):
+            parts = [self._arg(b) for b in a]
+            if any(type(t) is Ref for t, _ in parts):
+                return type(a)(t for t, _ in parts), type(a)(v for _, v in parts)
+            return a, type(a)(v for _, v in parts)
+        if isinstance(a, (np.ndarray, np.generic)):
+            i = self.by_obj.get(id(a))
+            if i is not None:                                 # a recorded value that leaked out
+                return Ref(i), a
+        return a, a
+
+    def record(self, prim, args, kwargs):
+        """``values.apply`` at the recording level: compute, record, return a tracked value."""
+        if kwargs:
+            for v in kwargs.values():
+                if isinstance(v, Tracked):
+                    raise TypeError(f'{prim.name}: pass tracked values as positional '
+                                    f'arguments, not as keyword arguments')
+        tmpl, vals, parents = [], [], []
+        nv = len(prim.vjps)
+        for pos, a in enumerate(args):
+            t, v = self._arg(a)
+            tmpl.append(t)
+            vals.append(v)
+            if type(t) is Ref and pos < nv and prim.vjps[pos] is not None \
+                    and isinstance(a, Tracked):
+                parents.append((pos, a._node))
+        ans = prim.fn(*vals, **kwargs)
+        if not isinstance(ans, (np.ndarray, np.generic)):
+            ans = np.asarray(ans)[()]
+        if ans.dtype.kind == 'c':
+            raise TypeError(f'{prim.name} produced a complex result; complex values are not '
+                            f'supported by tracked yet')
+        node = Node(prim, vals, kwargs, ans, tuple(parents), self.level)
+        self._add('op', prim.fn, prim, prim.name, tuple(tmpl), kwargs, ans, node)
+        return box(ans, node)
+
+    def _strip(self, a):
+        """``a`` seen at the recording level (higher levels unwrapped)."""
+        while isinstance(a, Tracked) and a._node.level > self.level:
+            a = a._node.ans
+        if type(a) in (tuple, list):
+            return type(a)(self._strip(b) for b in a)
+        return a
+
+    def depends(self, args):
+        """Whether any argument is a recorded value (at or above the recording level)."""
+        for a in args:
+            if isinstance(a, Tracked) and a._node.level >= self.level:
+                return True
+            if type(a) in (tuple, list) and self.depends(a):
+                return True
+        return False
+
+    def nondiff(self, fun, args, kwargs):
+        """A non-differentiable function of recorded values: an instruction, no gradient."""
+        if not self.depends(args):
+            return fun(*plain(args), **plain(kwargs))
+        kwargs = plain(kwargs)
+        tmpl, vals = zip(*[self._arg(self._strip(a)) for a in args])
+        res = fun(*vals, **kwargs)
+        prim = _nondiff_prim(fun)
+        name = prim.name
+        if isinstance(res, (np.ndarray, np.generic)) and res.dtype.kind in 'biuf':
+            node = Node(prim, list(vals), kwargs, res, (), self.level)
+            self._add('nondiff', fun, prim, name, tuple(tmpl), kwargs, res, node)
+            return box(res, node)
+        if fun in (np.shape, np.ndim, np.size):
+            return res                                        # static: the signature fixes it
+        # Any other result (tuples of index arrays, Python objects): its value is a guard.
+        node = Node(prim, list(vals), kwargs, res, (), self.level)
+        i = self._add('nondiff', fun, prim, name, tuple(tmpl), kwargs, res, node)
+        self.guards.append(Guard(i, 'value', res, user_frame()))
+        return res
+
+    # -- guards ------------------------------------------------------------------
+    def concretize(self, value, kind, plain_value):
+        """Python read a recorded value (``bool``, ``float``, an index...): a guard."""
+        v = self._strip(value)
+        if not (isinstance(v, Tracked) and v._node.level == self.level):
+            return                                            # a constant of this recording
+        i = self.by_node[v._node]
+        if kind == 'index-array':
+            # Used as an index: it stays a recorded value (returned to ``_plain_index``),
+            # so the indexing instruction and its adjoint read the new index on replay.
+            # A boolean mask also decides a shape: guard its count.
+            if getattr(plain_value, 'dtype', None) is not None and plain_value.dtype.kind == 'b':
+                self.guards.append(Guard(i, 'mask-count', int(np.count_nonzero(plain_value)),
+                                         user_frame()))
+            return v
+        if kind == 'bool':
+            recorded = bool(plain_value)
+        else:
+            recorded = concrete_value(kind, plain_value)
+        self.guards.append(Guard(i, kind, recorded, user_frame()))
+
+    # -- outputs -----------------------------------------------------------------
+    def output(self, y):
+        """An output spec for ``y``: ``Ref`` if recorded, else the constant itself."""
+        return self._arg(self._strip(y))[0]
