@@ -198,28 +198,22 @@ def box(ans, node):
 # --------------------------------------------------------------------------
 
 def _binop(uf):
-    # The fast paths repeat _fast's test inline: a function call here costs ~5% of an
-    # eager operation.
-    def forward(self, other):
-        node = self._node
-        v = node.ans
-        if not (isinstance(other, Tracked) or isinstance(v, Tracked)
-                or _tape._paused_threads or _tape._recording_threads):
-            prim = _RULES.get(uf)
-            if type(prim) is _Primitive:
-                return _record1(prim, (v, other), prim.fn(v, other), node, 0)
-        return call(uf, self, other)
-
-    def reflected(self, other):
-        node = self._node
-        v = node.ans
-        if not (isinstance(other, Tracked) or isinstance(v, Tracked)
-                or _tape._paused_threads or _tape._recording_threads):
-            prim = _RULES.get(uf)
-            if type(prim) is _Primitive:
-                return _record1(prim, (other, v), prim.fn(other, v), node, 1)
-        return call(uf, other, self)
-    return forward, reflected
+    """``__op__`` and ``__rop__`` for ufunc ``uf``, with the tracked operand at ``pos``."""
+    def make(pos):
+        # The fast path repeats _fast's test inline: a function call here costs ~5% of
+        # an eager operation.
+        def method(self, other):
+            node = self._node
+            v = node.ans
+            if not (isinstance(other, Tracked) or isinstance(v, Tracked)
+                    or _tape._paused_threads or _tape._recording_threads):
+                prim = _RULES.get(uf)
+                if type(prim) is _Primitive:
+                    args = (v, other) if pos == 0 else (other, v)
+                    return _record1(prim, args, prim.fn(*args), node, pos)
+            return call(uf, self, other) if pos == 0 else call(uf, other, self)
+        return method
+    return make(0), make(1)
 
 
 def _inplace(uf):
