@@ -80,3 +80,13 @@ def test_guards_are_listed_when_printed():
     tape = GradientTape(relu_scalar, -1.3)
     assert len(tape.guards) == 1
     assert 'guard bool == True' in str(tape)
+
+
+def test_retrace_onto_a_branch_with_other_outputs():
+    # recorded where the gradient exists, replayed where f is constant (gradient None),
+    # and back: fresh output buffers follow the re-recorded tape each time
+    f = lambda x: 0.0 if x < 0 else x * x   # noqa: E731
+    tape = tr.GradientTape(f, 1.5, on_guard='retrace')
+    assert tape.gradient(2.0) == (4.0,)
+    assert tape.gradient(-2.0) == (None,)
+    assert tape.gradient(3.0) == (6.0,)

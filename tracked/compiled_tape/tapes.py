@@ -246,7 +246,8 @@ class _Tape:
         """Check ``args`` and replay into ``outs`` (fresh arrays if None); retrace on a
         failed guard if asked to.  Returns (getter of unplaced outputs, outs)."""
         leaves = self._leaves(args)
-        if outs is None:
+        given = outs is not None
+        if not given:
             outs = self._new_outs()
         try:
             return self._exec(leaves, outs), outs
@@ -254,6 +255,9 @@ class _Tape:
             if self.on_guard != 'retrace':
                 raise
             self._record(args)
+            # the new path may produce other outputs (a gradient that is now None):
+            # fresh buffers, or a clear error if the caller's out= no longer fits
+            outs = self._check_out(outs) if given else self._new_outs()
             return self._exec(self._leaves(args), outs), outs
 
     # -- printing ----------------------------------------------------------------
