@@ -126,15 +126,3 @@ def test_api_md_low_level_then_convenience():
     assert g['act'] is None and g_tree['act'] is None
     np.testing.assert_allclose(g['W'], g_tree['W'])
     np.testing.assert_allclose(g['b'], g_tree['b'])
-
-
-def test_readme_section_runs():
-    import pathlib
-    import re
-    text = (pathlib.Path(__file__).parent.parent / 'README.md').read_text()
-    start = text.index('## Gradients of functions and models')
-    end = text.find('\n## ', start + 5)
-    blocks = re.findall(r'```python\n(.*?)```', text[start:end if end > 0 else None], re.S)
-    assert blocks
-    for code in blocks:
-        exec(compile(code, 'README.md', 'exec'), {})

@@ -1,0 +1,20 @@
+"""Every Python example in README.md runs as a new user would paste it."""
+import pathlib
+import re
+
+import pytest
+
+README = (pathlib.Path(__file__).resolve().parent.parent / 'README.md').read_text()
+BLOCKS = re.findall(r'```python\n(.*?)```', README, re.S)
+
+
+def test_readme_has_examples():
+    assert len(BLOCKS) >= 3
+
+
+@pytest.mark.parametrize('i', range(len(BLOCKS)))
+def test_readme_example_runs(i, capsys):
+    exec(compile(BLOCKS[i], f'README.md example {i + 1}', 'exec'), {})
+    out = capsys.readouterr().out
+    if 'TapeGuardError' in BLOCKS[i]:
+        assert 'recorded True, now False' in out and '1.0,)' in out
