@@ -1,6 +1,7 @@
 """Custom rules and control of differentiation (section 4 of API.md): @rule,
 ignore_derivatives, @non_differentiable, checkpoint, gradcheck."""
 import gc
+import math
 import weakref
 
 import numpy as np
@@ -241,3 +242,167 @@ def test_gradcheck_on_trees_and_constants():
     with pytest.raises(AssertionError):
         tr.gradcheck(lambda m, x: np.sum(softplus(m['W']) * tr.ignore_derivatives(x)),
                      {'W': np.ones(2)}, np.array([1.0, 2.0]), order=1)
+
+
+# --------------------------------------------------------------------------
+# Opaque rules: forwards that cannot run on tracked values (math, SciPy, C code)
+# --------------------------------------------------------------------------
+
+
+SEEN = []                                    # whether each opaque forward saw a tracked x
+
+
+def _derf(x):
+    return 2 / np.sqrt(np.pi) * np.exp(-x ** 2)
+
+
+@tr.rule
+def verf(x):
+    """math.erf through np.vectorize: raises on tracked values."""
+    SEEN.append(tr.istracked(x))
+    return np.vectorize(math.erf)(x), lambda dy: (dy * _derf(x),)
+
+
+@tr.rule
+def merf(x):
+    """math.erf of a scalar: float(x) reads the value, so the result is untracked."""
+    return math.erf(x), lambda dy: dy * _derf(x)
+
+
+@tr.rule
+def tanh_numpy(x):
+    return np.tanh(x), lambda dy: (dy * (1 - np.tanh(x) ** 2),)
+
+
+@tr.rule
+def tanh_opaque(x):
+    SEEN.append(tr.istracked(x))
+    return np.vectorize(math.tanh)(x), lambda dy: (dy * (1 - np.tanh(x) ** 2),)
+
+
+X3 = np.array([-0.7, 0.1, 1.3])
+
+
+def test_opaque_rule_first_order_eager_path_is_unchanged():
+    SEEN.clear()
+    g, = tr.gradient(lambda x: np.sum(verf(x) * x), X3)
+    np.testing.assert_allclose(g, _derf(X3) * X3 + np.vectorize(math.erf)(X3), rtol=1e-12)
+    assert SEEN == [False]                   # called once, on plain values
+    assert tr.gradient(merf, 0.3)[0] == pytest.approx(_derf(0.3), rel=1e-12)
+    x = tr.param(X3.copy())
+    y = verf(x)
+    assert [n.prim.name if n.prim else 'leaf' for n in reachable(y._node)] == ['verf', 'leaf']
+
+
+def test_opaque_rule_under_nesting_is_exact_at_first_order_of_every_level():
+    # the forward runs on plain values at the inner level, and is recorded as the
+    # primitive verf[opaque] at the outer level: d/dx of the inner value is exact
+    SEEN.clear()
+    g, = tr.gradient(lambda x: tr.withgradient(lambda z: np.sum(verf(z) ** 2), x).val, X3)
+    np.testing.assert_allclose(g, 2 * np.vectorize(math.erf)(X3) * _derf(X3), rtol=1e-12)
+    assert SEEN == [True, False]             # tried on tracked values, then called plain
+    assert tr.gradient(lambda x: tr.withgradient(merf, x).val * 2, 0.4)[0] == \
+        pytest.approx(2 * _derf(0.4), rel=1e-12)
+
+
+def test_opaque_rule_second_derivative_raises_a_clear_error():
+    msg = 'second derivatives through @tr.rule verf need its forward to be written with NumPy'
+    with pytest.raises(TypeError, match=msg):
+        tr.hessian(lambda x: np.sum(verf(x)), X3)
+    with pytest.raises(TypeError, match=msg):
+        tr.gradcheck(lambda x: np.sum(verf(x) ** 2), X3, order=2)
+    with pytest.raises(TypeError, match='second derivatives through @tr.rule merf'):
+        tr.hessian(merf, 0.3)
+    with pytest.raises(TypeError, match='second derivatives through @tr.rule verf'):
+        tr.hvp(lambda x: np.sum(verf(x)), X3, np.ones(3))
+    # the tape is still usable afterwards
+    assert tr.gradient(lambda x: np.sum(verf(x)), X3)[0] == pytest.approx(_derf(X3))
+
+
+def _penalty(rule):
+    """F(w) = ||d/dx sum(w * rule(x))||^2 with x tracked at a level of its own, so that
+    rule sees lower-level tracked values; F depends on w only through the cotangent."""
+    def F(w):
+        inner = lambda x: tr.gradient(lambda z: np.sum(w * rule(z)), x)[0]    # noqa: E731
+        y, _ = tr.api.vjp(inner, X3)
+        return np.sum(y ** 2)
+    return F
+
+
+def test_opaque_rule_nested_is_differentiable_in_the_cotangent():
+    w = np.array([0.3, -1.2, 2.0])
+    SEEN.clear()
+    g, = tr.gradient(_penalty(tanh_opaque), w)
+    assert SEEN[:2] == [True, False]         # it did go opaque
+    ref, = tr.gradient(_penalty(tanh_numpy), w)
+    np.testing.assert_allclose(g, ref, rtol=1e-12)
+    np.testing.assert_allclose(g, 2 * w * (1 - np.tanh(X3) ** 2) ** 2, rtol=1e-12)
+    # third order through the cotangent: the adjoint of the traced adjoint
+    h = tr.hessian(_penalty(tanh_opaque), w)
+    np.testing.assert_allclose(h, np.diag(2 * (1 - np.tanh(X3) ** 2) ** 2), rtol=1e-12)
+
+
+def test_jvp_through_an_opaque_rule_and_a_pullback_that_reads_dy():
+    v = np.array([1.0, -2.0, 0.5])
+    y, jv = tr.jvp(verf, X3, v)
+    np.testing.assert_allclose(jv, _derf(X3) * v, rtol=1e-12)
+
+    @tr.rule
+    def log_reads_dy(x):
+        return np.log(x), lambda dy: (np.asarray(dy) / x,)
+    x = np.array([1.1, 1.5, 0.7])
+    np.testing.assert_allclose(tr.gradient(lambda x: np.sum(log_reads_dy(x)), x)[0], 1 / x)
+    with pytest.raises(TypeError, match='pullback of @tr.rule log_reads_dy in its cotangent '
+                                        r'.* needs the pullback written with NumPy operations'):
+        tr.jvp(log_reads_dy, x, v)
+
+
+def test_pullback_that_cannot_run_on_tracked_values_goes_opaque():
+    @tr.rule
+    def log_vectorized_pullback(x):
+        return np.log(x), lambda dy: (dy * np.vectorize(lambda t: 1 / t)(x),)
+    x = np.array([1.1, 1.5, 0.7])
+    g, = tr.gradient(lambda x: tr.withgradient(lambda z: np.sum(log_vectorized_pullback(z)),
+                                               x).val, x)
+    np.testing.assert_allclose(g, 1 / x, rtol=1e-12)
+    with pytest.raises(TypeError, match='second derivatives through @tr.rule '
+                                        'log_vectorized_pullback'):
+        tr.hessian(lambda x: np.sum(log_vectorized_pullback(x)), x)
+
+
+def test_rule_marked_opaque_never_sees_tracked_values():
+    seen = []
+
+    @tr.rule(opaque=True)
+    def cube(x):
+        seen.append(tr.istracked(x))
+        return x ** 3, lambda dy: (dy * 3 * x ** 2,)
+    g, = tr.gradient(lambda x: tr.withgradient(lambda z: np.sum(cube(z)), x).val, X3)
+    np.testing.assert_allclose(g, 3 * X3 ** 2, rtol=1e-12)
+    assert seen == [False]
+    with pytest.raises(TypeError, match='second derivatives through @tr.rule cube'):
+        tr.hessian(lambda x: np.sum(cube(x)), X3)
+    assert cube.__name__ == 'cube' and cube(2.0) == 8.0
+
+
+def test_opaque_rule_with_several_arguments_and_keywords():
+    @tr.rule
+    def scaled_erf(x, s, scale=1.0):
+        y = np.vectorize(math.erf)(x) * s * scale
+        return y, lambda dy: (dy * _derf(x) * s * scale,
+                              np.sum(dy * np.vectorize(math.erf)(x)) * scale)
+    f = lambda x, s: np.sum(scaled_erf(x, s, scale=2.0) * x)     # noqa: E731
+    got = tr.gradient(lambda x, s: tr.withgradient(f, x, s).val, X3, 0.7)
+    ref = tr.gradient(f, X3, 0.7)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-12)
+    assert got[1] == pytest.approx(ref[1], rel=1e-12)
+
+
+def test_a_forward_that_really_fails_still_raises_its_error():
+    @tr.rule
+    def picky(x):
+        raise ValueError('picky refuses every input')
+    with pytest.raises(ValueError, match='picky refuses'):
+        tr.gradient(lambda x: np.sum(picky(x)), X3)
+    with pytest.raises(ValueError, match='picky refuses'):
+        tr.hessian(lambda x: np.sum(picky(x)), X3)

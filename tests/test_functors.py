@@ -130,6 +130,47 @@ def test_fmap_several_trees_and_dict_subclass():
     np.testing.assert_array_equal(out['v'], [1.0])
 
 
+def test_fmap_counter_and_list_subclass_keep_types_and_items():
+    from collections import Counter, defaultdict
+
+    class Layers(list):
+        pass
+    c = Counter(a=np.ones(2))                       # update() would count the pairs
+    out = tr.fmap(lambda a: a * 3, {'c': c, 'l': Layers([np.ones(1)]),
+                                    'd': defaultdict(list, w=np.ones(1))})
+    assert type(out['c']) is Counter and list(out['c']) == ['a']
+    np.testing.assert_array_equal(out['c']['a'], [3.0, 3.0])
+    assert type(out['l']) is Layers and len(out['l']) == 1
+    assert type(out['d']) is defaultdict and out['d'].default_factory is list
+
+
+def test_leaf_applied_after_a_walk_stops_later_walks():
+    class Late:
+        def __init__(self):
+            self.w = np.ones(1)
+    x = Late()
+    assert tr.fmap(lambda a: a * 2, [x])[0] is not x
+    tr.leaf(Late)
+    assert tr.fmap(lambda a: a * 2, [x])[0] is x
+
+
+def test_children_and_rebuild_are_the_walk_of_fmap():
+    from tracked.functors import children, rebuild
+    m = _model()
+    for node in (m, m.extra, m.layers, m.extra['frozen'], m.extra['slotted'],
+                 m.extra['pair'], (1.0, 'a')):
+        kind, keys, values = children(node)
+        new = rebuild(kind, type(node), keys, values)
+        assert type(new) is type(node) and (new is not node or kind == 'tuple')
+        assert children(new)[1] == keys
+        assert all(a is b for a, b in zip(children(new)[2], values))
+    s = rebuild('object', Slotted, ('w', '_Slotted__hidden'), (np.zeros(1), np.ones(1)))
+    assert s.hidden[0] == 1.0 and not hasattr(s, 'label')
+    assert children(m.extra['slotted'])[1] == ('w', '_Slotted__hidden', 'label')
+    for atom in (np.ones(2), 1.5, 'a', None, np.tanh, len, Dense):
+        assert children(atom) is None
+
+
 # --------------------------------------------------------------------------
 # param, data, grad, zero_grad, istracked over trees
 # --------------------------------------------------------------------------

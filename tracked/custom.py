@@ -8,16 +8,28 @@ what nests).  The per-call pullback travels in a ``_Call`` object passed as the
 keyword ``_state``: each argument position's vjp reads it, the user's pullback runs
 once per backward step, and a replayed tape that re-runs the forward refreshes it
 (a replay never uses a pullback captured while recording).
+
+Opaque rules.  A forward that cannot run on tracked values (SciPy, ``math``, a C
+extension) is called on plain values instead, at every lower level, as the
+primitive ``name[opaque]`` whose pullback is the user's: first order is exact at
+every level.  Its backward step is the primitive ``name[opaque].pullback[i]``
+(the user's pullback on the plain cotangent), so a recorded tape holds one opaque
+forward and one opaque pullback instruction that call the user's function again
+on replay.  Differentiating the pullback in its cotangent (it is linear there)
+traces the pullback at run time (``.pullback[i].T``); differentiating it in the
+input is impossible, and a guard entry (``_poisoned``) raises if a backward pass
+needs it.
 """
 import functools
 import types
 
 import numpy as np
 
+from . import tape as _tape
 from . import values as _values
 from .functors import _kind, _map, _keep
 from .registry import Primitive
-from .tape import pause_recording
+from .tape import pause_recording, active_recorder
 from .values import Tracked, apply, plain
 
 __all__ = ['rule', 'ignore_derivatives', 'non_differentiable', 'checkpoint']
@@ -34,28 +46,52 @@ class _Call:
 
     def cotangents(self, g, nargs):
         if g is not self.g:          # once per backward step, shared by every position
+            self._store(g, self.pullback(g), nargs)
+        return self.cts
+
+    def first(self, g, args, kwargs, forward):
+        """``cotangents`` for a new ``g``; a pullback that fails on tracked values
+        makes the call opaque (``forward`` re-runs on plain values)."""
+        mark = _guard_mark() if _tape._recording_threads else None    # (inlined test: hot)
+        try:
             cts = self.pullback(g)
-            if not isinstance(cts, (tuple, list)):
-                cts = (cts,)
-            if len(cts) != nargs:
-                raise ValueError(f'a custom pullback returned {len(cts)} cotangents for '
-                                 f'{nargs} arguments; return one per positional argument '
-                                 f'(None for those without a gradient)')
-            self.g, self.cts = g, tuple(cts)
+        except Exception:
+            if forward is None or type(self.pullback) is _OpaquePullback or not (
+                    isinstance(g, Tracked) or _any_tracked(args)):
+                raise
+            _rollback_guards(mark)
+            self.pullback = forward.opaque(args, kwargs)
+            cts = self.pullback(g)
+        if type(cts) is tuple and len(cts) == len(args):
+            self.g, self.cts = g, cts
+            return cts
+        return self._store(g, cts, len(args))
+
+    def _store(self, g, cts, nargs):
+        if not isinstance(cts, (tuple, list)):
+            cts = (cts,)
+        if len(cts) != nargs:
+            raise ValueError(f'a custom pullback returned {len(cts)} cotangents for '
+                             f'{nargs} arguments; return one per positional argument '
+                             f'(None for those without a gradient)')
+        self.g, self.cts = g, tuple(cts)
         return self.cts
 
 
-def _position_vjp(i):
+def _position_vjp(i, forward=None):
     def vjp(g, ans, *args, _state, **kwargs):
-        return _state.cotangents(g, len(args))[i]
+        if g is _state.g:
+            return _state.cts[i]
+        return _state.first(g, args, kwargs, forward)[i]
     return vjp
 
 
-def _primitive(forward, nargs, name, cache):
+def _primitive(forward, nargs, name, cache, rule_forward=None):
     prim = cache.get(nargs)
     if prim is None:
-        prim = cache[nargs] = Primitive(forward, [_position_vjp(i) for i in range(nargs)],
-                                        name=name, direct=True)
+        prim = cache[nargs] = Primitive(
+            forward, [_position_vjp(i, rule_forward) for i in range(nargs)],
+            name=name, direct=True)
     return prim
 
 
@@ -66,19 +102,45 @@ def _any_tracked(args):
     return False
 
 
+def _recording():
+    """The recorder of the ``GradientTape`` recording on this thread, or None."""
+    return active_recorder() if _tape._recording_threads else None
+
+
+def _guard_mark():
+    """Where the active recording's guards end now (None when nothing records)."""
+    rec = _recording()
+    return None if rec is None else (rec, len(rec.guards))
+
+
+def _rollback_guards(mark):
+    """Drop the guards a failed attempt recorded: its instructions are dead code."""
+    if mark is not None:
+        rec, n = mark
+        del rec.guards[n:]
+
+
 class RuleForward:
     """The forward of a ``@rule`` primitive; ``.function`` is the user's function.
 
     Called as ``forward(*args, _state=call, **kwargs)`` it runs the user's function
-    and stores the pullback in ``call``.
+    and stores the pullback in ``call``.  On lower-level tracked arguments it first
+    tries the function on them (that nests); if that fails, or returns an untracked
+    value, or the rule is ``opaque``, the call becomes opaque (module docstring).
     """
 
-    __slots__ = ('function',)
+    __slots__ = ('function', 'name', 'always_opaque', 'prims')
 
-    def __init__(self, function):
+    def __init__(self, function, name=None, opaque=False):
         self.function = function
+        self.name = name or getattr(function, '__name__', 'rule')
+        self.always_opaque = opaque
+        self.prims = {}
 
     def __call__(self, *args, _state, **kwargs):
+        for a in args:
+            if isinstance(a, Tracked):
+                return self._on_tracked(args, _state, kwargs)
         y, pb = self.function(*args, **kwargs)
         if not callable(pb):
             raise TypeError(f'@tr.rule function {self.function.__name__} must return '
@@ -86,6 +148,216 @@ class RuleForward:
         _state.pullback = pb
         _state.g = _state.cts = None     # a replay may reuse a cotangent buffer
         return _as_output(y, self.function.__name__)
+
+    def _on_tracked(self, args, state, kwargs):
+        if not self.always_opaque:
+            mark = _guard_mark()
+            try:
+                y, pb = self.function(*args, **kwargs)
+            except Exception:
+                pass                         # not NumPy that tracked can trace: opaque
+            else:
+                if not callable(pb):
+                    raise TypeError(f'@tr.rule function {self.function.__name__} must return '
+                                    f'(value, pullback); its second result is not callable')
+                if isinstance(y, Tracked):
+                    state.pullback = pb
+                    state.g = state.cts = None
+                    return y
+                # An untracked value from tracked inputs: the forward read values
+                # (float(x), math.*) instead of computing with them.
+            _rollback_guards(mark)
+        pb = state.pullback = self.opaque(args, kwargs)
+        state.g = state.cts = None
+        return pb.y
+
+    # -- opaque calls ------------------------------------------------------------
+    def opaque(self, args, kwargs):
+        """Call the function on the plain values of ``args`` as the primitive
+        ``name[opaque]`` (recorded at every lower level); returns its pullback."""
+        inner = _Call()
+        kw = dict(kwargs)
+        kw['_state'] = inner
+        y = apply(self._prim(('fwd', len(args))), args, kw)
+        return _OpaquePullback(self, inner, y, args)
+
+    def _prim(self, key):
+        prim = self.prims.get(key)
+        if prim is None:
+            prim = self.prims[key] = _make_opaque_prim(self, key)
+        return prim
+
+
+class _OpaquePullback:
+    """The pullback of an opaque call at one level: the user's pullback on the plain
+    cotangent, recorded as ``name[opaque].pullback[i]`` where anything is tracked."""
+
+    __slots__ = ('forward', 'inner', 'y', 'args')
+
+    def __init__(self, forward, inner, y, args):
+        self.forward, self.inner, self.y, self.args = forward, inner, y, args
+
+    def __call__(self, g):
+        return tuple(_opaque_cotangent(self.forward, self.inner, i, g, self.y, self.args)
+                     for i in range(len(self.args)))
+
+
+def _opaque_vjp(forward, i):
+    def vjp(g, ans, *args, _state, **kwargs):
+        return _opaque_cotangent(forward, _state, i, g, ans, args)
+    return vjp
+
+
+def _opaque_cotangent(forward, inner, i, g, y, args):
+    """Cotangent ``i`` of an opaque call with output ``y`` (seen at this level)."""
+    nargs = len(args)
+    ct = inner.cotangents(plain(g), nargs)[i]
+    if ct is None:
+        return None
+    if not isinstance(ct, (np.ndarray, np.generic)):
+        ct = np.asarray(ct)
+        ct = ct[()] if ct.ndim == 0 else ct
+    if isinstance(g, Tracked) or (isinstance(y, Tracked) and _recording() is not None):
+        # differentiable in g, or recorded: one entry calling the (fresh) pullback
+        kw = {'_state': inner, '_shape': np.shape(ct), '_dtype': ct.dtype}
+        ct = apply(forward._prim(('pb', nargs, i)), (g, y), kw)
+    return _poisoned(forward, ct, args)
+
+
+def _poisoned(forward, ct, args):
+    """``ct`` with an entry at every level where an argument is tracked whose pullback
+    towards the argument raises: an opaque pullback's dependence on its input is
+    unknown, and a backward pass that needs it must not get zero silently."""
+    rec = _recording()
+    floor = -1 if rec is None else rec.level   # a recording's own level is not differentiated
+    for a in args:
+        if isinstance(a, Tracked) and a._node.level > floor:
+            xs = [a for a in args if isinstance(a, Tracked)]
+            return apply(forward._prim(('poison',)), [ct] + xs, {})
+    return ct
+
+
+class _OpaquePullbackFn:
+    """Forward of ``name[opaque].pullback[i]``: the stored pullback on a plain cotangent."""
+
+    __slots__ = ('nargs', 'i')
+
+    def __init__(self, nargs, i):
+        self.nargs, self.i = nargs, i
+
+    def __call__(self, g, y, *, _state, _shape, _dtype):
+        ct = _state.cotangents(g, self.nargs)[self.i]
+        if ct is None:                   # a replay where the pullback gives no gradient
+            return np.zeros(_shape, _dtype)[()] if _shape == () else np.zeros(_shape, _dtype)
+        if not isinstance(ct, (np.ndarray, np.generic)):
+            ct = np.asarray(ct)
+            ct = ct[()] if ct.ndim == 0 else ct
+        return ct
+
+
+class _TransposedPullbackFn:
+    """Forward of ``name[opaque].pullback[i].T``: the pullback's adjoint in its
+    cotangent, by tracing the stored pullback on a tracked ``dy`` now."""
+
+    __slots__ = ('name', 'nargs', 'i')
+
+    def __init__(self, name, nargs, i):
+        self.name, self.nargs, self.i = name, nargs, i
+
+    def __call__(self, h, y, *, _state, _shape, _dtype):
+        from .api import vjp
+        pb, i = _state.pullback, self.i
+        dtype = y.dtype if getattr(y, 'dtype', np.dtype(float)).kind == 'f' else np.float64
+        u0 = np.ones(np.shape(y), dtype)         # any point: a pullback is linear in dy
+        u0 = u0[()] if u0.ndim == 0 else u0
+
+        def along(u):
+            cts = pb(u)
+            return (cts if isinstance(cts, (tuple, list)) else (cts,))[i]
+        try:
+            ct, back = vjp(along, u0)
+            out = back(h)[0]
+        except Exception as e:
+            raise TypeError(self._message(f'it failed on a tracked dy ({type(e).__name__}: '
+                                          f'{e})')) from e
+        if out is None:
+            if ct is not None and np.any(plain(ct) != 0):
+                raise TypeError(self._message('its result does not depend on a tracked dy '
+                                              '(it read the value of dy)'))
+            out = np.zeros(np.shape(y), dtype)
+            out = out[()] if out.ndim == 0 else out
+        return out
+
+    def _message(self, why):
+        return (f'differentiating the pullback of @tr.rule {self.name} in its cotangent '
+                f'(second derivatives, jvp, hvp) needs the pullback written with NumPy '
+                f'operations on dy: {why}')
+
+
+def _identity_vjp(g, ans, *args, **kwargs):
+    return g
+
+
+class _PoisonVjps:
+    """Pullbacks of the second-order guard: identity for the cotangent, an error for
+    each input."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __len__(self):
+        return 1 << 62
+
+    def __getitem__(self, i):
+        return _identity_vjp if i == 0 else self._refuse
+
+    def _refuse(self, g, ans, *args, **kwargs):
+        raise TypeError(
+            f'second derivatives through @tr.rule {self.name} need its forward to be written '
+            f'with NumPy operations: it ran on plain values (its forward or pullback could '
+            f'not run on tracked values, or it is marked opaque), so how its pullback '
+            f'depends on its input is unknown. Write the forward and pullback with NumPy '
+            f'operations that tracked can trace to differentiate through it twice.')
+
+
+def _poison_fn(forward):
+    def fn(ct, *xs):
+        return _poisoned(forward, ct, xs)
+    return fn
+
+
+def _pullback_vjp(forward, nargs, i):
+    def vjp(h, ans, g, y, **kwargs):     # pullback[i] is linear in g: its adjoint
+        return apply(forward._prim(('pbT', nargs, i)), (h, y), kwargs)
+    return vjp
+
+
+def _transposed_vjp(forward, nargs, i):
+    def vjp(k, ans, h, y, **kwargs):     # the adjoint of the adjoint: pullback[i] again
+        return apply(forward._prim(('pb', nargs, i)), (k, y), kwargs)
+    return vjp
+
+
+def _make_opaque_prim(forward, key):
+    name = forward.name
+    kind = key[0]
+    if kind == 'fwd':
+        nargs = key[1]
+        return Primitive(forward, [_opaque_vjp(forward, i) for i in range(nargs)],
+                         name=f'{name}[opaque]')
+    if kind == 'pb':
+        _, nargs, i = key
+        return Primitive(_OpaquePullbackFn(nargs, i), [_pullback_vjp(forward, nargs, i), None],
+                         name=f'{name}[opaque].pullback[{i}]')
+    if kind == 'pbT':
+        _, nargs, i = key
+        return Primitive(_TransposedPullbackFn(name, nargs, i),
+                         [_transposed_vjp(forward, nargs, i), None],
+                         name=f'{name}[opaque].pullback[{i}].T')
+    prim = Primitive(_poison_fn(forward), (), name=f'{name}[opaque] (second order)',
+                     direct=True)
+    prim.vjps = _PoisonVjps(name)        # Primitive() would turn a sequence into a tuple
+    return prim
 
 
 def _as_output(y, name):
@@ -101,7 +373,7 @@ def _as_output(y, name):
     return y
 
 
-def rule(fn):
+def rule(fn=None, *, opaque=False):
     """``@rule``: make ``fn`` a primitive with its own pullback; ``fn(*args)`` returns
     ``(value, pullback)`` and ``pullback(dy)`` one cotangent per positional argument.
 
@@ -110,6 +382,19 @@ def rule(fn):
     forward and pullback written with NumPy operations give second derivatives too.
     Keyword arguments are constants.
 
+    A forward that cannot run on tracked values (SciPy, ``math``, a C extension)
+    works at first order everywhere: under nesting or in a recorded tape, when it
+    raises on tracked values or returns an untracked value, it is called again on
+    plain values ("opaque").  ``@rule(opaque=True)`` decides that up front (no
+    attempt: for a costly forward, one with side effects, or one that reads part of
+    its input with ``float``).  A recorded or compiled tape calls ``fn`` and its
+    pullback again on every replay (instructions ``name[opaque]`` and
+    ``name[opaque].pullback[i]``).  Under nesting an opaque rule is differentiable in
+    its pullback's cotangent ``dy`` when the pullback is written with NumPy
+    operations on ``dy`` (``jvp``; outer variables that reach it only through
+    ``dy``), but not in its input: a second derivative that needs that raises a
+    ``TypeError`` saying the forward must be written with NumPy operations.
+
     >>> import numpy as np, tracked as tr
     >>> @tr.rule
     ... def softplus(x):
@@ -117,10 +402,20 @@ def rule(fn):
     ...     return y, lambda dy: (dy / (1 + np.exp(-x)),)
     >>> tr.gradient(lambda x: np.sum(softplus(x)), np.array([0.0, 1.0]))
     (array([0.5       , 0.73105858]),)
+    >>> import math
+    >>> @tr.rule
+    ... def erf(x):                      # math.erf cannot see tracked values: opaque
+    ...     y = np.vectorize(math.erf)(x)
+    ...     return y, lambda dy: (dy * 2 / np.sqrt(np.pi) * np.exp(-x ** 2),)
+    >>> tape = tr.GradientTape(lambda x: np.sum(erf(x)), np.zeros(2))
+    >>> tape.gradient(np.array([0.0, 1.0]))[0]
+    array([1.12837917, 0.4151075 ])
     """
-    forward = RuleForward(fn)
-    cache = {}
+    if fn is None:
+        return functools.partial(rule, opaque=opaque)
     name = getattr(fn, '__name__', 'rule')
+    forward = RuleForward(fn, name, opaque)
+    cache = {}
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -132,7 +427,7 @@ def rule(fn):
                                 f'positional arguments')
         kw = dict(kwargs)
         kw['_state'] = _Call()
-        return apply(_primitive(forward, len(args), name, cache), args, kw)
+        return apply(_primitive(forward, len(args), name, cache, forward), args, kw)
     wrapper.forward = forward
     return wrapper
 

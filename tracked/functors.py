@@ -6,7 +6,10 @@ Functors.jl.  One walk, ``_map``, serves ``fmap``, the structural gradients of
 ``tracked.api`` and the helpers below: it rebuilds every container with its own
 type (frozen dataclasses, named tuples and ``__slots__`` objects included) and maps
 a mutable object that occurs twice only once, so tied arrays and shared layers stay
-shared in the result.
+shared in the result.  ``children`` and ``rebuild`` are its two halves as functions
+(how a node is taken apart and made back, from the helpers ``_kind``, ``_attributes``,
+``_empty``, ``_fill``); tracked/compiled_tape/trees.py flattens argument trees with
+the same helpers, so recorded tapes walk exactly the trees ``fmap`` walks.
 """
 import copy
 import enum
@@ -36,6 +39,7 @@ def leaf(cls):
     True
     """
     cls.__tracked_leaf__ = True
+    _walked_class.cache_clear()
     return cls
 
 
@@ -64,17 +68,27 @@ def _kind(x):
         return 'list'
     if isinstance(x, tuple):
         return 'namedtuple' if hasattr(type(x), '_fields') else 'tuple'
-    if isinstance(x, _ATOMS) or getattr(x, '__tracked_leaf__', False):
+    walked = _walked_class(type(x))
+    if walked is None:
         return None
-    cls = type(x)
-    if cls.__module__ == 'builtins' or cls.__module__.startswith('numpy'):
+    return 'object' if walked or hasattr(x, '__dict__') else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _walked_class(cls):
+    """None if instances of ``cls`` are never walked; True if they are (slots); False if
+    only those with a ``__dict__`` are.  Per class, so cached (``leaf`` clears it)."""
+    if issubclass(cls, _ATOMS) or getattr(cls, '__tracked_leaf__', False):
+        return None
+    module = cls.__module__ or ''
+    if module == 'builtins' or module.startswith('numpy'):
         return None        # functions, methods, modules, builtin objects: not models
-    if hasattr(x, '__dict__') or _slot_names(cls):
-        return 'object'
-    return None
+    return bool(_slot_names(cls))
 
 
+@functools.lru_cache(maxsize=1024)
 def _slot_names(cls):
+    """The names of ``cls``'s ``__slots__`` (private ones mangled), base classes included."""
     names = []
     for c in cls.__mro__:
         slots = c.__dict__.get('__slots__', ())
@@ -83,16 +97,20 @@ def _slot_names(cls):
                 continue
             if s.startswith('__') and not s.endswith('__'):
                 s = f'_{c.__name__.lstrip("_")}{s}'     # name mangling of private slots
-            names.append(s)
-    return names
+            if s not in names:
+                names.append(s)
+    return tuple(names)
 
 
 def _attributes(x):
     """An object's attributes as (name, value) pairs: ``__slots__`` then ``__dict__``."""
-    out = [(n, getattr(x, n)) for n in _slot_names(type(x)) if hasattr(x, n)]
+    slots = _slot_names(type(x))
     d = getattr(x, '__dict__', None)
+    if not slots:
+        return list(d.items()) if d else []
+    out = [(n, getattr(x, n)) for n in slots if hasattr(x, n)]
     if d:
-        out.extend(d.items())
+        out.extend((k, v) for k, v in d.items() if k not in slots)
     return out
 
 
@@ -103,6 +121,98 @@ def _child(other, kind, key):
     if kind == 'object':
         return getattr(other, key)
     return other[key]
+
+
+def children(x):
+    """``children(x) -> (kind, keys, values)``: how the walk takes a node apart, or None
+    for a leaf or an atom (arrays, numbers, strings, functions, ``@leaf`` objects).
+
+    ``kind`` is 'dict', 'list', 'tuple', 'namedtuple' or 'object'; ``keys`` the dict's
+    keys or the object's attribute names (``__slots__`` then ``__dict__``), None for
+    sequences; ``values`` the children in walk order.  ``rebuild(kind, type(x), keys,
+    values)`` makes a node of the same type back.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.functors.children({'w': 1.0, 'act': 'tanh'})
+    ('dict', ('w', 'act'), (1.0, 'tanh'))
+    >>> tr.functors.children(np.ones(2)) is None
+    True
+    """
+    kind = _kind(x)
+    if kind is None:
+        return None
+    if kind == 'dict':
+        return kind, tuple(x), tuple(x.values())
+    if kind == 'object':
+        attrs = _attributes(x)
+        return kind, tuple(n for n, _ in attrs), tuple(v for _, v in attrs)
+    return kind, None, tuple(x)
+
+
+def rebuild(kind, cls, keys, values):
+    """``rebuild(kind, cls, keys, values)``: a new node of type ``cls`` with these children,
+    the inverse of ``children``; objects are made without calling ``__init__`` (frozen
+    dataclasses, validating constructors), as ``fmap`` makes them.
+
+    >>> import tracked as tr
+    >>> from collections import namedtuple
+    >>> P = namedtuple('P', 'a b')
+    >>> kind, keys, values = tr.functors.children(P(1.0, 'x'))
+    >>> tr.functors.rebuild(kind, P, keys, (2.0, values[1]))
+    P(a=2.0, b='x')
+    """
+    if kind in ('tuple', 'namedtuple'):
+        return _tuple(kind, cls, values)
+    return _fill(_empty(kind, cls), kind, keys, values)
+
+
+def _tuple(kind, cls, values):
+    if kind == 'namedtuple':
+        return cls._make(values)
+    return tuple(values) if cls is tuple else cls(values)
+
+
+def _empty(kind, cls, like=None):
+    """A new, empty node of ``cls`` for ``_fill`` (made first, so that a cycle through it
+    can refer to it).  ``like``, the node being copied, keeps the own state of a
+    subclass (a defaultdict's factory) and serves classes whose ``__new__`` needs
+    arguments."""
+    if kind == 'list' and cls is list:
+        return []
+    if kind == 'dict' and cls is dict:
+        return {}
+    if like is not None and kind != 'object':
+        return copy.copy(like)
+    try:
+        return cls.__new__(cls)        # no __init__: frozen dataclasses, validation, ...
+    except TypeError:
+        if like is None:
+            raise TypeError(f'cannot rebuild a {cls.__name__} without calling its '
+                            f'constructor; mark the class @tr.leaf to keep it whole') from None
+        return copy.copy(like)
+
+
+def _fill(new, kind, keys, values):
+    """Put ``values`` into the node made by ``_empty``; returns it."""
+    if kind == 'list':
+        new[:] = values
+    elif kind == 'dict':
+        if new:
+            new.clear()
+        if type(new) is dict:
+            new.update(zip(keys, values))
+        else:
+            for k, v in zip(keys, values):     # the subclass's own __setitem__ (Counter,
+                new[k] = v                     # OrderedDict): update() may mean otherwise
+    else:
+        slots = _slot_names(type(new))
+        d = getattr(new, '__dict__', None)
+        for name, v in zip(keys, values):
+            if d is not None and name not in slots:
+                d[name] = v                    # bypasses a frozen dataclass's __setattr__
+            else:
+                object.__setattr__(new, name, v)
+    return new
 
 
 # --------------------------------------------------------------------------
@@ -126,43 +236,28 @@ def _map(fn, tree, others, is_leaf, other_fn, memo):
     if kind in ('tuple', 'namedtuple'):
         # Immutable, so never cyclic by itself, and never memoised: equal tuple
         # constants may be one object in CPython, and must not be tied.
-        vals = [_map(fn, v, [_child(o, kind, i) for o in others], is_leaf, other_fn, memo)
-                for i, v in enumerate(tree)]
-        if kind == 'namedtuple':
-            return type(tree)._make(vals)
-        return tuple(vals) if type(tree) is tuple else type(tree)(vals)
+        return _tuple(kind, type(tree), [
+            _map(fn, v, [_child(o, kind, i) for o in others], is_leaf, other_fn, memo)
+            for i, v in enumerate(tree)])
     hit = memo.get(id(tree))
     if hit is not None:
         return hit[1]
-    if kind == 'list':
-        new = [] if type(tree) is list else copy.copy(tree)
-        memo[id(tree)] = (tree, new)
-        vals = [_map(fn, v, [_child(o, kind, i) for o in others], is_leaf, other_fn, memo)
-                for i, v in enumerate(tree)]
-        new[:] = vals
-        return new
-    if kind == 'dict':
-        new = {} if type(tree) is dict else copy.copy(tree)
-        memo[id(tree)] = (tree, new)
-        items = [(k, _map(fn, v, [_child(o, kind, k) for o in others], is_leaf, other_fn, memo))
-                 for k, v in tree.items()]
-        new.clear()
-        new.update(items)
-        return new
-    cls = type(tree)
-    try:
-        new = cls.__new__(cls)        # no __init__: frozen dataclasses, validation, ...
-    except TypeError:
-        new = copy.copy(tree)
+    new = _empty(kind, type(tree), tree)
     memo[id(tree)] = (tree, new)
-    d = getattr(new, '__dict__', None)
-    for name, v in _attributes(tree):
-        nv = _map(fn, v, [_child(o, kind, name) for o in others], is_leaf, other_fn, memo)
-        if d is not None and name in tree.__dict__:
-            d[name] = nv               # bypasses a frozen dataclass's __setattr__
-        else:
-            object.__setattr__(new, name, nv)
-    return new
+    if kind == 'list':
+        keys, vals = None, tree
+    elif kind == 'dict':
+        keys, vals = list(tree), list(tree.values())
+    else:
+        attrs = _attributes(tree)
+        keys, vals = [n for n, _ in attrs], [v for _, v in attrs]
+    if keys is None:
+        vals = [_map(fn, v, [_child(o, kind, i) for o in others], is_leaf, other_fn, memo)
+                for i, v in enumerate(vals)]
+    else:
+        vals = [_map(fn, v, [_child(o, kind, k) for o in others], is_leaf, other_fn, memo)
+                for k, v in zip(keys, vals)]
+    return _fill(new, kind, keys, vals)
 
 
 def _keep(x):

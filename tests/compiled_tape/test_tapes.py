@@ -77,16 +77,31 @@ def test_dataclass_and_tied_arrays():
 
     w = rng.standard_normal(3)
     m = Lin(w, 2.0, 'lin')
-    f = lambda m, tied: np.sum(m.w * m.scale * tied)
-    tape = GradientTape(f, m, w)                       # w occurs twice: one leaf
-    w2 = rng.standard_normal(3)
-    g = tape.gradient(Lin(w2, 3.0, 'lin'), w2)
-    assert isinstance(g[0], Lin) and g[0].name is None
-    _close(g[0].w, 2 * 3.0 * w2)                      # total gradient of the tied array
-    assert g[1] is g[0].w
-    _close(g[0].scale, np.sum(w2 * w2))
-    with pytest.raises(ValueError, match='structure'):
-        tape.gradient(Lin(w2, 3.0, 'lin'), w2.copy())  # not tied any more
+    f = lambda m, x: np.sum(m[0].w * m[0].scale * m[1] * x)
+    tape = GradientTape(f, (m, w), w)          # w twice in argument 0: one leaf there
+    w2, x2 = rng.standard_normal(3), rng.standard_normal(3)
+    m2 = (Lin(w2, 3.0, 'lin'), w2)
+    g = tape.gradient(m2, x2)
+    assert isinstance(g[0][0], Lin) and g[0][0].name is None
+    _close(g[0][0].w, 2 * 3.0 * w2 * x2)               # total gradient of the tied array
+    assert g[0][1] is g[0][0].w
+    _close(g[0][0].scale, np.sum(w2 * w2 * x2))
+    eg = tr.gradient(f, m2, x2)
+    _close(g[0][0].w, eg[0][0].w)
+    _close(g[1], eg[1])
+    with pytest.raises(ValueError, match=r'structure.*array \(tied\)'):
+        tape.gradient((Lin(w2, 3.0, 'lin'), w2.copy()), x2)   # not tied any more
+
+
+def test_same_array_in_two_arguments_is_two_leaves_as_in_gradient():
+    f = lambda a, b: np.sum(a * b * b)
+    x = rng.standard_normal(3)
+    tape = GradientTape(f, x, x)
+    for a, b in [(x, x), (x, x.copy()), (x, 2 * x)]:
+        g = tape.gradient(a, b)
+        eg = tr.gradient(f, a, b)
+        _close(g[0], eg[0])
+        _close(g[1], eg[1])
 
 
 def test_float32_gradients_keep_their_dtype():

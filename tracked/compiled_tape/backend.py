@@ -1,10 +1,10 @@
 """``AutoCompiled``: the compiled-tape backend of ``gradient(f, tr.AutoCompiled(), *args)``."""
 
 from ..backends import ADType
-from ..values import Tracked
 from .guards import TapeGuardError
+from .record import OuterTrackedError
 from .tapes import GradientTape, compile as compile_tape
-from .trees import flatten
+from .trees import flatten, TrackedArgumentError
 
 __all__ = ['AutoCompiled']
 
@@ -16,24 +16,16 @@ def _spec(x):
     return (x.shape, x.dtype.str)
 
 
-def _has_tracked(args):
-    for a in args:
-        if isinstance(a, Tracked):
-            return True
-        if isinstance(a, (list, tuple)) and _has_tracked(a):
-            return True
-        if isinstance(a, dict) and _has_tracked(a.values()):
-            return True
-    return False
-
-
 class AutoCompiled(ADType):
     """``AutoCompiled(compile=True, paths=4)``: record and compile a ``GradientTape`` per
     argument signature (structure, shapes, dtypes and static values), keep it, and
     replay it on later calls; a failed guard (another branch taken) records the new
     path, keeping up to ``paths`` tapes per signature.
 
-    Under an outer differentiation (tracked arguments) it falls back to the eager tape.
+    Under an outer differentiation (tracked arguments, or ``f`` closing over a tracked
+    value) it falls back to the eager tape.  Values ``f`` closes over are part of the
+    signature by identity: rebinding one records a new tape.  What a tape cannot see
+    is a global or an array changed in place: pass changing data as arguments.
     ``compile=False`` keeps the recorded tapes and replays them in NumPy.
 
     >>> import numpy as np, tracked as tr
@@ -51,18 +43,20 @@ class AutoCompiled(ADType):
         return f'AutoCompiled(compile={self.compile})'
 
     def withgradient(self, f, *args):
-        if _has_tracked(args):
-            from ..api import withgradient
-            return tuple(withgradient(f, *args))
-        leaves, treedef = flatten(args)
+        try:
+            leaves, treedef = flatten(args)
+        except TrackedArgumentError:           # under an outer differentiation: eager
+            return self._eager(f, args)
+        closure = _closure(f)
         key = (f, treedef, tuple(_spec(x) for x in leaves))
         try:
-            tapes = self.tapes.get(key)
+            entry = self.tapes.get(key)
         except TypeError:                      # an unhashable static argument
             key = (f, id(treedef))
-            tapes = self.tapes.get(key)
-        if tapes is None:
-            tapes = self.tapes[key] = []
+            entry = self.tapes.get(key)
+        if entry is None or not _same(entry[0], closure):
+            entry = self.tapes[key] = (closure, [])
+        tapes = entry[1]
         for n, tape in enumerate(tapes):
             try:
                 val, grads = tape.withgradient(*args)
@@ -71,9 +65,34 @@ class AutoCompiled(ADType):
             if n:
                 tapes.insert(0, tapes.pop(n))  # the path taken last is tried first
             return val, grads
-        tape = GradientTape(f, *args)
+        try:
+            tape = GradientTape(f, *args)
+        except OuterTrackedError:              # f closes over an outer tracked value
+            del self.tapes[key]
+            return self._eager(f, args)
         if self.compile:
             tape = compile_tape(tape)
         tapes.insert(0, tape)
         del tapes[self.paths:]
         return tape.withgradient(*args)
+
+    @staticmethod
+    def _eager(f, args):
+        from ..api import withgradient
+        return tuple(withgradient(f, *args))
+
+
+def _closure(f):
+    """The objects ``f`` closes over (and its defaults): part of a tape's signature."""
+    cells = getattr(f, '__closure__', None) or ()
+    out = []
+    for c in cells:
+        try:
+            out.append(c.cell_contents)
+        except ValueError:                     # an empty cell
+            out.append(None)
+    return tuple(out) + tuple(getattr(f, '__defaults__', None) or ())
+
+
+def _same(a, b):
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))

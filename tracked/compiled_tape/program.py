@@ -83,18 +83,23 @@ class Program:
     def lines(self):
         out = []
         for ins in self.instrs:
-            shape = ins.shape
-            dtype = ins.dtype
-            if ins.kind == 'input':
-                text = f'%{ins.i} = input[{ins.pos}]'
-            else:
-                args = ', '.join(_fmt(a) for a in ins.args)
-                kw = ''.join(f', {k}={_fmt(v)}' for k, v in ins.kwargs.items())
-                text = f'%{ins.i} = {ins.name}({args}{kw})'
+            text = instr_text(ins)
             extra = ''.join(f'   [guard {g.kind} == {g.recorded!r} at {g.where}]'
                             for g in self.guards_at.get(ins.i, ()))
-            out.append(f'{text:<60} : {shape} {dtype}{extra}')
+            out.append(f'{text:<60} : {ins.shape} {ins.dtype}{extra}')
         return out
+
+
+def instr_text(ins):
+    """``%i = name(args, kwargs)``; keywords starting with ``_`` (a rule's per-call
+    state) are internal and not shown."""
+    if ins.kind == 'input':
+        return f'%{ins.i} = input[{ins.pos}]'
+    args = ', '.join(_fmt(a) for a in ins.args)
+    kw = ''.join(f', {k}={_fmt(v)}' for k, v in ins.kwargs.items() if not k.startswith('_'))
+    if not args:
+        kw = kw[2:]
+    return f'%{ins.i} = {ins.name}({args}{kw})'
 
 
 def _arg_builder(args):

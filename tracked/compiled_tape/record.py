@@ -14,6 +14,9 @@ Value-dependent Python (``bool``, ``float``, ``int``, ``.item()``, boolean masks
 reaches ``Recorder.concretize`` and becomes a ``Guard``; non-differentiable
 functions (comparisons, argmax, ...) reach ``Recorder.nondiff`` and become
 instructions too, so that a replay recomputes masks and indices from new inputs.
+A ``@tr.rule`` whose forward cannot run on recorded values is recorded as opaque
+instructions (``name[opaque]``, ``name[opaque].pullback[i]``: see custom.py) that
+call the user's function and its fresh pullback again on every replay.
 """
 import numpy as np
 
@@ -24,6 +27,10 @@ from .guards import Guard, concrete_value, user_frame
 
 __all__ = ['Ref', 'Instr', 'Recorder']
 
+
+
+class OuterTrackedError(TypeError):
+    """A recorded function reached a value tracked by an enclosing differentiation."""
 
 class Ref:
     """An argument that is the result of instruction ``i``."""
@@ -52,6 +59,10 @@ class Instr:
         self.kwargs = kwargs
         self.value = value        # the value computed while recording
         self.pos = pos            # inputs: the position among the flattened argument leaves
+
+    def __repr__(self):
+        from .program import instr_text
+        return f'<{instr_text(self)}>'
 
     @property
     def shape(self):
@@ -114,7 +125,13 @@ class Recorder:
             n = a._node
             if n.level == self.level:
                 return Ref(self.by_node[n]), n.ans
-            return plain(a), plain(a)                         # lower level: a constant here
+            # Tracked by an outer differentiation (a closure over its variable): the tape
+            # would freeze it as a constant and the outer gradient would silently miss it.
+            raise OuterTrackedError(
+                'f uses a value tracked by an enclosing differentiation (a closure over '
+                'an outer variable); a recorded tape would replay it as a constant. Pass '
+                'it to f as an argument, or use the eager tape (tr.gradient without '
+                'AutoCompiled) inside the outer differentiation.')
         if type(a) in (tuple, list):
             parts = [self._arg(b) for b in a]
             if any(type(t) is Ref for t, _ in parts):

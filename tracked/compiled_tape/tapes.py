@@ -16,7 +16,7 @@ from .guards import TapeGuardError
 from .program import Program
 from .record import Recorder
 from .trees import (flatten, unflatten, describe, top_level_leaves, arg_treedefs,
-                    normalise_treedef, make_checker, markers)
+                    normalise_treedef, make_checker, markers, complex_leaves)
 
 __all__ = ["GradientTape", "JacobianTape", "HessianTape", "ValGrad", "compile"]
 
@@ -111,6 +111,10 @@ class _Tape:
         self.specs = [_leaf_spec(x) for x in leaves]
         self.pyfloat = [type(x) in (float, int) or isinstance(x, np.generic) for x in leaves]
         per_arg = top_level_leaves(treedef, self.nargs)
+        if any(complex_leaves(d, leaves) for a, d in enumerate(arg_treedefs(treedef, self.nargs))
+               if a in self.wrt):                # as tr.gradient refuses them
+            raise TypeError('complex values are not supported by tracked yet; split them '
+                            'into real and imaginary parts')
         diff = set()
         for a in self.wrt:
             diff.update(p for p in per_arg[a] if self.specs[p][1].kind in 'fiu')

@@ -1,107 +1,220 @@
 """Flattening argument trees into array leaves and a hashable structure, and back.
 
-A minimal tree walk of its own (tracked/functors.py offers ``fmap`` but no
-flattening into a leaf list): dicts, lists, tuples, named tuples, dataclasses and
-ordinary objects with a ``__dict__`` are walked; NumPy arrays, NumPy scalars and
-Python floats are leaves; everything else (None, bools, ints, strings, functions)
-is static and part of the structure, compared by value on replay.  An array that
-occurs twice is one leaf (tied weights get one gradient, shared in both places),
-and that sharing is part of the structure too.
+The tree protocol is the one of tracked/functors.py (``fmap``, ``tr.gradient``), through
+the helpers behind ``functors.children`` and ``functors.rebuild``: ``_kind`` says
+which nodes are walked (dicts, lists, tuples, named tuples, dataclasses, objects
+with a ``__dict__`` or ``__slots__``; not ``@tr.leaf`` classes, functions, ufuncs,
+...), ``_attributes`` lists an object's children, ``_empty``/``_fill``/``_tuple``
+make a node back.  Plain dicts, lists and tuples are handled inline (the same
+result, without the calls: these walks are on the path of every AutoCompiled call).
+What this module adds is the flat form a recorded tape needs: a list of leaves, a
+hashable ``treedef`` that a replay compares with, and a generated checker for the
+hot path.
+
+Leaves (the inputs of a tape) are the values ``tr.gradient`` differentiates, as in
+``api._differentiable``: arrays and NumPy scalars of numbers, Python floats and ints.
+Intended differences, because a tape's inputs are typed and fixed once recorded:
+
+- bool arrays are leaves too (inputs whose values may change; never differentiated,
+  so their gradient is None, as in ``tr.gradient``);
+- Python ints are leaves, but ``tapes.py`` makes one outside ``wrt`` a constant of
+  the tape (a size or an index), checked on every replay;
+- only the exact types ``float`` and ``int`` are leaves among Python numbers (a
+  subclass such as ``IntEnum`` is static); Python ``complex`` is static too, complex
+  arrays and NumPy complex scalars are leaves; any of them in ``wrt`` is refused
+  (``complex_leaves``) as ``tr.gradient`` refuses them.
+
+Everything else that is not walked (None, bools, strings, functions, ``@tr.leaf``
+objects, arrays of strings) is static: part of the structure, compared by value
+(by identity when unhashable) on replay.
+
+As in ``tr.gradient``, an array that occurs twice in one argument is one leaf (tied
+weights get the total gradient, shared in both places), while the same array
+passed as two arguments is two leaves; a list, dict or object that occurs twice in
+one argument (a shared layer, a cycle) is walked once and stays shared.
+
+Structure nodes: ``('A', pos)`` a leaf, ``('S', value)`` a static, ``(type, keys,
+kids)`` a dict (keys) or a sequence (keys None), ``('obj', type, names, kids)`` an
+object, ``('ref', k, ())`` the k-th list/dict/object of the same argument again,
+``('args', None, kids)`` the argument tuple.
 """
 import numpy as np
 
+from ..functors import _kind, _attributes, _slot_names, _empty, _fill, _tuple
 from ..values import Tracked
 
 __all__ = ['flatten', 'unflatten', 'describe']
 
 _LEAF = 'A'
 _STATIC = 'S'
-_SKIP_TYPES = (type, type(len), type(lambda: 0), type(np))
+_OBJ = 'obj'
+_REF = 'ref'
+_ARGS = 'args'
+_FAST = 'tuple-of-arrays'
+_ARRAY_KINDS = frozenset('fiubc')      # arrays that are inputs: numbers and bools
+_SCALAR_KINDS = frozenset('fiuc')      # NumPy scalars that are inputs: numbers
+_NONE = (_STATIC, None)
 
 
-def _is_leaf(x):
+class TrackedArgumentError(TypeError):
+    """A tracked value among the arguments of a recorded tape."""
+
+
+class _ById:
+    """An unhashable static (a set, an array of strings): compared by identity."""
+    __slots__ = ('obj',)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other):
+        return type(other) is _ById and other.obj is self.obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __repr__(self):
+        return repr(self.obj)
+
+
+def _static(x):
+    try:
+        hash(x)
+    except TypeError:
+        return (_STATIC, _ById(x))
+    return (_STATIC, x)
+
+
+def is_leaf(x):
+    """Whether ``x`` is a leaf (an input) of a recorded tape; see the module docstring.
+    (``_flatten`` decides the same inline, type by type, for speed; tests hold them equal.)"""
     if isinstance(x, np.ndarray):
-        return x.dtype.kind in 'fiub'
+        return x.dtype.kind in _ARRAY_KINDS
     if isinstance(x, np.generic):
-        return x.dtype.kind in 'fiu'
+        return x.dtype.kind in _SCALAR_KINDS
     return type(x) is float or type(x) is int
 
 
+# --------------------------------------------------------------------------
+# flatten, unflatten
+# --------------------------------------------------------------------------
+
 def flatten(args):
-    """``flatten(tree) -> (leaves, treedef)``: array leaves in walk order, each once."""
-    if type(args) is tuple and all(type(a) is np.ndarray for a in args) and args:
-        ids = [id(a) for a in args]
-        if len(set(ids)) == len(ids):      # the common case: distinct plain arrays
-            return list(args), ('tuple-of-arrays', len(args))
-    leaves, seen = [], {}
-    return leaves, _flatten(args, leaves, seen, set())
+    """``flatten(args) -> (leaves, treedef)``: the leaves of the argument tuple ``args`` in
+    walk order and a hashable structure; a tied array is one leaf within an argument.
+
+    A non-tuple ``args`` is flattened as one argument.
+    """
+    if type(args) is not tuple:
+        leaves = []
+        return leaves, _flatten(args, leaves, {}, [0])
+    for a in args:                         # the common case: plain arrays of numbers
+        if type(a) is not np.ndarray or a.dtype.kind not in _ARRAY_KINDS:
+            break
+    else:
+        if args:
+            return list(args), (_FAST, len(args))
+    leaves = []
+    return leaves, (_ARGS, None, tuple([_flatten(a, leaves, {}, [0]) for a in args]))
 
 
-def _flatten(x, leaves, seen, active):
-    if isinstance(x, Tracked):
-        raise TypeError('a recorded tape takes plain arrays, not tracked values '
-                        '(tr.data(x) gives the value)')
-    if _is_leaf(x):
-        key = id(x)
-        pos = seen.get(key)
-        if pos is None:
-            pos = seen[key] = len(leaves)
-            leaves.append(x)
-        return (_LEAF, pos)
+def _flatten(x, leaves, memo, count):
+    """The structure of one argument; ``memo`` (per argument) maps the id of an array or
+    of a list/dict/object seen before to its node, ``count`` numbers the latter."""
     t = type(x)
-    if t in (list, tuple) or (isinstance(x, tuple) and hasattr(x, '_fields')):
-        return (t, None, tuple(_flatten(v, leaves, seen, active) for v in x))
-    if t is dict:
-        keys = tuple(x)
-        return (t, keys, tuple(_flatten(x[k], leaves, seen, active) for k in keys))
-    if (hasattr(x, '__dict__') and not isinstance(x, _SKIP_TYPES)
-            and not getattr(t, '__tracked_leaf__', False) and id(x) not in active):
-        active.add(id(x))
-        keys = tuple(vars(x))
-        out = (t, keys, tuple(_flatten(vars(x)[k], leaves, seen, active) for k in keys))
-        active.discard(id(x))
-        return ('obj',) + out
-    try:
-        hash(x)
-        return (_STATIC, x)
-    except TypeError:
-        return (_STATIC, ('id', id(x)))
+    if t is float or t is int:
+        leaves.append(x)
+        return (_LEAF, len(leaves) - 1)
+    if t is np.ndarray or isinstance(x, np.ndarray):
+        if x.dtype.kind not in _ARRAY_KINDS:
+            return _static(x)
+        node = memo.get(id(x))
+        if node is None:
+            node = memo[id(x)] = (_LEAF, len(leaves))
+            leaves.append(x)
+        return node
+    if x is None:
+        return _NONE
+    if t is tuple:
+        return (t, None, tuple([_flatten(v, leaves, memo, count) for v in x]))
+    kind = 'dict' if t is dict else 'list' if t is list else _kind(x)
+    if kind is None:
+        if isinstance(x, np.generic) and x.dtype.kind in _SCALAR_KINDS:
+            leaves.append(x)
+            return (_LEAF, len(leaves) - 1)
+        if isinstance(x, Tracked):
+            raise TrackedArgumentError('a recorded tape takes plain arrays, not tracked '
+                                       'values (tr.data(x) gives the value)')
+        return _static(x)
+    if kind == 'namedtuple' or kind == 'tuple':
+        return (t, None, tuple([_flatten(v, leaves, memo, count) for v in x]))
+    node = memo.get(id(x))
+    if node is not None:
+        return node
+    memo[id(x)] = (_REF, count[0], ())     # a shared node or a cycle: refer back to it
+    count[0] += 1
+    if kind == 'dict':
+        return (t, tuple(x), tuple([_flatten(v, leaves, memo, count) for v in x.values()]))
+    if kind == 'list':
+        return (t, None, tuple([_flatten(v, leaves, memo, count) for v in x]))
+    attrs = _attributes(x)
+    return (_OBJ, t, tuple([n for n, _ in attrs]),
+            tuple([_flatten(v, leaves, memo, count) for _, v in attrs]))
 
 
 def unflatten(treedef, leaves, static=True):
     """Rebuild a tree of ``treedef`` with ``leaves``; statics become None unless ``static``."""
-    if treedef[0] == 'tuple-of-arrays':
+    tag = treedef[0]
+    if tag == _LEAF:                       # an argument that is one array: the common case
+        return leaves[treedef[1]]
+    if tag == _FAST:
         return tuple(leaves)
-    return _unflatten(treedef, leaves, static)
+    if tag == _ARGS:
+        return tuple([_unflatten(d, leaves, static, []) for d in treedef[2]])
+    return _unflatten(treedef, leaves, static, [])
 
 
-def _unflatten(d, leaves, static):
+def _unflatten(d, leaves, static, made):
     tag = d[0]
     if tag == _LEAF:
         return leaves[d[1]]
+    if tag is dict or tag is list:         # plain containers inline; the rest: functors
+        new = {} if tag is dict else []
+        made.append(new)                   # numbered as flatten numbered it: first visits
+        vals = [leaves[k[1]] if k[0] == _LEAF else _unflatten(k, leaves, static, made)
+                for k in d[2]]
+        if tag is dict:
+            new.update(zip(d[1], vals))
+        else:
+            new[:] = vals
+        return new
+    if tag is tuple:
+        return tuple([leaves[k[1]] if k[0] == _LEAF else _unflatten(k, leaves, static, made)
+                      for k in d[2]])
     if tag == _STATIC:
+        if not static:
+            return None
         v = d[1]
-        return (v if not (type(v) is tuple and len(v) == 2 and v[0] == 'id') else None) \
-            if static else None
-    if tag == 'obj':
+        return v.obj if type(v) is _ById else v
+    if tag == _REF:
+        return made[d[1]]
+    if tag == _OBJ:
         _, t, keys, kids = d
-        obj = object.__new__(t)
-        obj.__dict__.update(zip(keys, (_unflatten(k, leaves, static) for k in kids)))
-        return obj
-    t, keys, kids = d
-    vals = [_unflatten(k, leaves, static) for k in kids]
-    if t is dict:
-        return dict(zip(keys, vals))
-    if t is list:
-        return vals
-    if t is tuple:
-        return tuple(vals)
-    return t(*vals)                        # named tuple
+        kind = 'object'
+    else:
+        t, keys, kids = d
+        kind = 'dict' if issubclass(t, dict) else 'list' if issubclass(t, list) else (
+            'namedtuple' if hasattr(t, '_fields') else 'tuple')
+    if kind == 'tuple' or kind == 'namedtuple':
+        return _tuple(kind, t, [_unflatten(k, leaves, static, made) for k in kids])
+    new = _empty(kind, t)
+    made.append(new)
+    return _fill(new, kind, keys, [_unflatten(k, leaves, static, made) for k in kids])
 
 
 def top_level_leaves(treedef, nargs):
     """For each top-level argument, the leaf positions inside it."""
-    if treedef[0] == 'tuple-of-arrays':
+    if treedef[0] == _FAST:
         return [[i] for i in range(nargs)]
     out = []
     for kid in treedef[2]:
@@ -116,52 +229,86 @@ def _collect(d, acc):
     if tag == _LEAF:
         if d[1] not in acc:
             acc.append(d[1])
-    elif tag == _STATIC:
-        return
-    else:
+    elif tag != _STATIC:
         for k in d[-1]:
             _collect(k, acc)
 
 
 def arg_treedefs(treedef, nargs):
     """The structure of each top-level argument."""
-    if treedef[0] == 'tuple-of-arrays':
+    if treedef[0] == _FAST:
         return [(_LEAF, i) for i in range(nargs)]
     return list(treedef[2])
 
 
+def normalise_treedef(treedef, nargs):
+    """The general form of the fast path's structure, so both compare equal."""
+    if treedef[0] == _FAST:
+        return (_ARGS, None, tuple((_LEAF, i) for i in range(nargs)))
+    return treedef
+
+
+def complex_leaves(treedef, leaves):
+    """Whether a structure holds a complex leaf or a static Python complex (refused in wrt)."""
+    tag = treedef[0]
+    if tag == _FAST:
+        return any(np.iscomplexobj(x) for x in leaves)
+    if tag == _LEAF:
+        return np.iscomplexobj(leaves[treedef[1]])
+    if tag == _STATIC:
+        return type(treedef[1]) is complex
+    return any(complex_leaves(k, leaves) for k in treedef[-1])
+
+
+# --------------------------------------------------------------------------
+# describe: a readable structure for error messages
+# --------------------------------------------------------------------------
+
 def describe(treedef):
-    """A short readable form of a structure, for error messages."""
-    if treedef[0] == 'tuple-of-arrays':
+    """A short readable form of a structure, for error messages: a tied array reads
+    ``array (tied)``, a shared list/dict/object ``<shared T>``."""
+    tag = treedef[0]
+    if tag == _FAST:
         return '(' + ', '.join('array' for _ in range(treedef[1])) + ')'
-    return _describe(treedef)
+    seen = set()
+    if tag == _ARGS:
+        kids = treedef[2]
+        inner = ', '.join(_describe(k, seen, []) for k in kids)
+        return f'({inner}{"," if len(kids) == 1 else ""})'
+    return _describe(treedef, seen, [])
 
 
-def _describe(d):
+def _describe(d, seen, made):
     tag = d[0]
     if tag == _LEAF:
+        if d[1] in seen:
+            return 'array (tied)'
+        seen.add(d[1])
         return 'array'
     if tag == _STATIC:
         return repr(d[1])
-    if tag == 'obj':
+    if tag == _REF:
+        return f'<shared {made[d[1]].__name__}>'
+    if tag == _OBJ:
         _, t, keys, kids = d
-        return f'{t.__name__}(' + ', '.join(f'{k}={_describe(v)}' for k, v in zip(keys, kids)) + ')'
+        made.append(t)
+        return f'{t.__name__}(' + ', '.join(
+            f'{k}={_describe(v, seen, made)}' for k, v in zip(keys, kids)) + ')'
     t, keys, kids = d
-    if t is dict:
-        return '{' + ', '.join(f'{k!r}: {_describe(v)}' for k, v in zip(keys, kids)) + '}'
-    inner = ', '.join(_describe(v) for v in kids)
+    if keys is not None:
+        made.append(t)
+        inner = ', '.join(f'{k!r}: {_describe(v, seen, made)}' for k, v in zip(keys, kids))
+        return ('{' + inner + '}') if t is dict else f'{t.__name__}({{{inner}}})'
+    if issubclass(t, list):
+        made.append(t)
+    inner = ', '.join(_describe(v, seen, made) for v in kids)
     if t is list:
         return f'[{inner}]'
+    if issubclass(t, list):
+        return f'{t.__name__}([{inner}])'
     if t is tuple:
         return f'({inner}{"," if len(kids) == 1 else ""})'
     return f'{t.__name__}({inner})'
-
-
-def normalise_treedef(treedef, nargs):
-    """The general form of the fast path's structure, so both compare equal."""
-    if treedef[0] == 'tuple-of-arrays':
-        return (tuple, None, tuple((_LEAF, i) for i in range(nargs)))
-    return treedef
 
 
 # --------------------------------------------------------------------------
@@ -185,14 +332,18 @@ def make_checker(template, leaf_checks):
 
     ``leaf_checks[pos]`` is (kind, shape, dtype, value): kind 'array', 'float', 'int'
     (``value`` not None: it must equal it), or 'generic' (a NumPy scalar type in
-    ``dtype``).  Generated once per tape: a replay's argument check then costs a few
-    attribute reads per leaf instead of a generic tree walk.
+    ``dtype``).  Statics are compared as ``flatten`` compares them (by value, by
+    identity when unhashable), and a list/dict/object shared in ``template`` must be
+    shared in ``tree``.  Generated once per tape: a replay's argument check then costs
+    a few attribute reads per leaf instead of a generic tree walk; a None from it
+    sends the caller to ``flatten``, which decides and explains.
     """
     lines = ['def check(tree):']
     consts = {'ndarray': np.ndarray}
     counter = [0]
     n = len(leaf_checks)
     seen = set()
+    shared = {}                         # id of a template list/dict/object -> its variable
 
     def var():
         counter[0] += 1
@@ -203,8 +354,7 @@ def make_checker(template, leaf_checks):
         consts[name] = v
         return name
 
-    def walk(node, expr, ind):
-        pad = '    ' * ind
+    def walk(node, expr, pad):
         if isinstance(node, _Marker):
             p = node.pos
             if p in seen:
@@ -227,41 +377,59 @@ def make_checker(template, leaf_checks):
                 lines.append(f'{pad}if type(l{p}) is not {const(dtype)}: return None')
             return
         t = type(node)
-        if node is None:
+        kind = 'dict' if t is dict else 'list' if t is list else 'tuple' if t is tuple \
+            else _kind(node)
+        if kind is None:                 # a static
+            if node is None:
+                lines.append(f'{pad}if {expr} is not None: return None')
+                return
+            try:
+                hash(node)
+            except TypeError:
+                lines.append(f'{pad}if {expr} is not {const(node)}: return None')
+                return
+            k = const(node)
+            lines.append(f'{pad}v = {expr}')
+            lines.append(f'{pad}if v is not {k} and (type(v) is not {const(t)} or v != {k}): '
+                         f'return None')
             return
-        if t is dict:
-            v = var()
-            lines.append(f'{pad}{v} = {expr}')
-            lines.append(f'{pad}if type({v}) is not dict or len({v}) != {len(node)}: return None')
-            for k, kid in node.items():
-                walk(kid, f'{v}[{const(k)}]', ind)
-            return
-        if t in (list, tuple) or (isinstance(node, tuple) and hasattr(node, '_fields')):
-            v = var()
-            lines.append(f'{pad}{v} = {expr}')
+        if kind in ('dict', 'list', 'object'):
+            prev = shared.get(id(node))
+            if prev is not None:
+                lines.append(f'{pad}if {expr} is not {prev}: return None')
+                return
+        v = var()
+        lines.append(f'{pad}{v} = {expr}')
+        if kind in ('dict', 'list', 'object'):
+            shared[id(node)] = v
+        if kind == 'object':
+            lines.append(f'{pad}if type({v}) is not {const(t)}: return None')
+        else:
             lines.append(f'{pad}if type({v}) is not {const(t)} or len({v}) != {len(node)}: '
                          f'return None')
+        if kind == 'dict':
+            for k, kid in node.items():
+                walk(kid, f'{v}[{const(k)}]', pad)
+        elif kind != 'object':
             for k, kid in enumerate(node):
-                walk(kid, f'{v}[{k}]', ind)
-            return
-        if hasattr(node, '__dict__') and not isinstance(node, _SKIP_TYPES) and \
-                not getattr(t, '__tracked_leaf__', False):
-            v = var()
-            lines.append(f'{pad}{v} = {expr}')
-            lines.append(f'{pad}if type({v}) is not {const(t)}: return None')
-            lines.append(f'{pad}{v} = {v}.__dict__')
-            lines.append(f'{pad}if len({v}) != {len(vars(node))}: return None')
-            for k, kid in vars(node).items():
-                lines.append(f'{pad}if {const(k)} not in {v}: return None')
-                walk(kid, f'{v}[{const(k)}]', ind)
-            return
-        if isinstance(node, (str, bool, int)) or node is None:
-            lines.append(f'{pad}if {expr} != {const(node)}: return None')
-        # other statics (functions, objects): not compared on the fast path
+                walk(kid, f'{v}[{k}]', pad)
+        else:
+            slots = _slot_names(t)
+            names = [name for name, _ in _attributes(node)]
+            for s in slots:
+                if s not in names:       # an unset slot must stay unset
+                    lines.append(f'{pad}if hasattr({v}, {s!r}): return None')
+            in_dict = [name for name in names if name not in slots]
+            if hasattr(node, '__dict__'):
+                d = var()
+                lines.append(f'{pad}{d} = {v}.__dict__')
+                lines.append(f'{pad}if len({d}) != {len(in_dict)}: return None')
+            for name, kid in _attributes(node):
+                walk(kid, f'{d}[{const(name)}]' if name in in_dict else f'{v}.{name}', pad)
 
     lines.append('    try:')
-    walk(template, 'tree', 2)
-    lines.append('    except (KeyError, IndexError, TypeError):')
+    walk(template, 'tree', '        ')
+    lines.append('    except (KeyError, IndexError, TypeError, AttributeError, ValueError):')
     lines.append('        return None')
     lines.append('    return [' + ', '.join(f'l{p}' if p in seen else 'None' for p in range(n)) + ']')
     ns = dict(consts)
