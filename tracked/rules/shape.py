@@ -333,12 +333,18 @@ def _tile_vjp(g, ans, x, reps):
 defvjp(np.tile, _tile_vjp)
 
 
+def _along(x, axis):
+    """(shape, axis) that ``axis=None`` functions (repeat, take) act on: the flattened
+    array along 0, or ``x`` itself along the normalised ``axis``."""
+    if axis is None:
+        return (_size(x),), 0
+    xs = tuple(_shape(x))
+    return xs, axis % len(xs)
+
+
 def _repeat_vjp(g, ans, x, repeats, axis=None):
     xs = _shape(x)
-    if axis is None:
-        base, ax = (_size(x),), 0
-    else:
-        base, ax = tuple(xs), axis % len(xs)
+    base, ax = _along(x, axis)
     r = np.asarray(plain(repeats))
     if r.size == 1:        # every element repeated k times: a reshape and a sum
         k = int(r.reshape(()))
@@ -407,10 +413,7 @@ def _take(a, indices, axis=None, out=None, mode='raise'):
 
 def _take_vjp(g, ans, x, indices, axis=None, out=None, mode='raise'):
     xs = _shape(x)
-    if axis is None:
-        base, ax = (_size(x),), 0
-    else:
-        base, ax = tuple(xs), axis % len(xs)
+    base, ax = _along(x, axis)
     idx = np.asarray(plain(indices))
     if mode == 'wrap':
         idx = idx % base[ax]
