@@ -56,7 +56,7 @@ def w2_loss(W1, b1, W2, b2, W3, b3, x, y, xp=np):
     h = xp.tanh(x @ W1 + b1)
     h = xp.tanh(h @ W2 + b2)
     z = h @ W3 + b3
-    z = z - xp.max(z, axis=1, keepdims=True)
+    z = z - xp.amax(z, axis=1, keepdims=True)   # amax: torch.max returns (values, indices)
     logp = z - xp.log(xp.sum(xp.exp(z), axis=1, keepdims=True))
     return -xp.sum(logp * y) / x.shape[0]
 

@@ -15,7 +15,7 @@ import numpy as np
 from .backends import ADType
 from .functors import _map, _keep, _kind, _is_number_list, leaves as _tree_leaves, structure_map
 from .registry import Primitive
-from .tape import Node, backward, new_level, reachable
+from .tape import Node, backward, new_level
 from .values import Tracked, as_value, leaf, plain
 
 __all__ = ['vjp', 'pullback', 'gradient', 'withgradient', 'jacobian', 'withjacobian',
@@ -55,14 +55,10 @@ def vjp(f, *args):
     boxed = [leaf(_leaf_value(a), level) for a in args]
     out = f(*boxed)
     y = _unbox(out, level)
-    order = []           # the single output's entries, sorted once for every back(dy)
 
     def back(dy=None):
         if isinstance(out, Tracked) and out._node.level == level:
-            node = out._node
-            if not order:
-                order.extend(reachable(node))
-            cts = backward(node, _seed(dy, out, single=True), retain=True, order=order)
+            cts = backward(out._node, _seed(dy, out, single=True), retain=True)
         else:
             roots = _roots(out, dy, level)
             if not roots:

@@ -16,6 +16,15 @@ REDUCE = {}       # ufunc -> the function that ``ufunc.reduce`` means (np.add ->
 ACCUMULATE = {}   # ufunc -> the function that ``ufunc.accumulate`` means (np.add -> np.cumsum)
 
 
+def identity(g, ans, *args, **kwargs):
+    """The pullback that passes the cotangent through unchanged (``add``, ``copy``, ...).
+
+    ``backward`` recognises it and skips the call: a third of the operations in
+    typical code are additions, and a Python call costs ~4% of an eager operation.
+    """
+    return g
+
+
 class Primitive:
     """A differentiable operation: ``fn`` for the forward pass, ``vjps`` for the pullbacks.
 

@@ -18,16 +18,19 @@ cotangents tracked at an outer level is itself recorded on the outer tape.
 This module knows nothing of NumPy's function list; rules live in ``tracked.rules``.
 """
 import itertools
-import operator
 import threading
+from heapq import heappop, heappush, heappushpop
 
 import numpy as np
+
+from .registry import identity
 
 _seq = itertools.count()          # next() is atomic under the GIL: safe across threads
 _levels = itertools.count(1)      # level 0 is every thread's base tape (``param``)
 _state = threading.local()        # per-thread switches: recording paused, active recorder
 _paused_threads = 0               # how many threads pause recording now: 0 skips the lookup
 _recording_threads = 0            # how many threads record a GradientTape now: 0 skips the lookup
+_special_threads = 0              # the sum of both: one test on the eager fast path
 
 
 class GraphReleasedError(RuntimeError):
@@ -67,15 +70,17 @@ class pause_recording:
     """Context manager: operations inside compute plain values and record nothing."""
 
     def __enter__(self):
-        global _paused_threads
+        global _paused_threads, _special_threads
         self._prev = getattr(_state, 'paused', False)
         _state.paused = True
         _paused_threads += 1
+        _special_threads += 1
 
     def __exit__(self, *exc):
-        global _paused_threads
+        global _paused_threads, _special_threads
         _state.paused = self._prev
         _paused_threads -= 1
+        _special_threads -= 1
 
 
 def active_recorder():
@@ -85,20 +90,22 @@ def active_recorder():
 
 
 def push_recorder(rec):
-    global _recording_threads
+    global _recording_threads, _special_threads
     stack = getattr(_state, 'recorders', None)
     if stack is None:
         stack = _state.recorders = []
     stack.append(rec)
     _recording_threads += 1
+    _special_threads += 1
 
 
 def pop_recorder(rec):
-    global _recording_threads
+    global _recording_threads, _special_threads
     stack = _state.recorders
     assert stack and stack[-1] is rec
     stack.pop()
     _recording_threads -= 1
+    _special_threads -= 1
 
 
 def shape_of(x):
@@ -179,63 +186,92 @@ def _accumulate(prev, gi, owned):
 
 
 def reachable(root):
-    """Nodes reachable from ``root`` through parents at its level, latest first."""
+    """The entries that lead to ``root`` at its level, latest first (for inspection)."""
     seen = {root}
-    stack = [root]
-    add, push, pop = seen.add, stack.append, stack.pop
-    while stack:
-        for _, parent in pop().parents:
+    order = [root]
+    for node in order:                  # grows while it is walked: a breadth-first search
+        for _, parent in node.parents:
             if parent not in seen:
-                add(parent)
-                push(parent)
-    return sorted(seen, key=_seq_key, reverse=True)
+                seen.add(parent)
+                order.append(parent)
+    order.sort(key=lambda n: n.seq, reverse=True)
+    return order
 
 
-_seq_key = operator.attrgetter('seq')
-
-
-def backward(root, seed, retain=False, order=None):
+def backward(root, seed, retain=False):
     """Propagate ``seed`` from ``root`` back through the tape.
 
     Returns ``{leaf node: cotangent}`` for the leaves that were reached.  Iterative,
     so a tape of millions of entries needs no deep recursion.  Unless ``retain``,
-    every non-leaf entry used is released afterwards.  ``order`` is ``reachable(root)``
-    when the caller sweeps the same retained graph many times (Jacobian rows).
+    every non-leaf entry used is released afterwards.
+
+    Entries are visited latest first from a heap keyed on their sequence number: an
+    entry's parents are all older than it, so each is visited after every entry that
+    sends it a cotangent.  This finds the entries that lead to ``root`` as it goes; a
+    separate search and sort beforehand cost ~8% of an eager operation.
     """
-    if order is None:
-        order = reachable(root)
     cts = {root: seed}
+    heap = []               # entries waiting for their turn, as (-seq, node)
+    used = []
     leaves = {}
     owned = set()
+    node = root
     try:
-        for node in order:
-            g = cts.pop(node, None)
-            if g is None:
-                continue
+        while node is not None:
+            used.append(node)
+            g = cts.pop(node)
             if owned:
                 owned.discard(id(g))
             if type(g) is SparseCotangent:
                 g = g.dense()
             args = node.args
+            nxt = None      # the first parent this entry schedules skips the heap (chains)
             if args is None:            # a leaf, or an entry released by an earlier back()
-                if node.prim is None:
-                    leaves[node] = g
-                    continue
-                raise GraphReleasedError(
-                    'back() reached a tape entry that an earlier back() released. '
-                    'Pass retain_graph=True to the first back() to run it again, '
-                    'or recompute the value.')
-            vjps = node.prim.vjps
-            kwargs, ans = node.kwargs, node.ans
-            for pos, parent in node.parents:
-                gi = vjps[pos](g, ans, *args, **kwargs) if kwargs else vjps[pos](g, ans, *args)
-                if gi is None:
-                    continue
-                pshape = parent.ans.shape
-                if getattr(gi, 'shape', ()) != pshape:
-                    gi = unbroadcast(gi, pshape)
-                prev = cts.get(parent)
-                cts[parent] = gi if prev is None else _accumulate(prev, gi, owned)
+                if node.prim is not None:
+                    raise GraphReleasedError(
+                        'back() reached a tape entry that an earlier back() released. '
+                        'Pass retain_graph=True to the first back() to run it again, '
+                        'or recompute the value.')
+                leaves[node] = g
+            else:
+                vjps = node.prim.vjps
+                kwargs, ans = node.kwargs, node.ans
+                nargs = len(args)
+                for pos, parent in node.parents:
+                    vjp = vjps[pos]
+                    if vjp is identity:
+                        gi = g
+                    else:
+                        # Spelled-out calls for one and two arguments: a call with *args
+                        # costs twice as much, ~2% of an eager operation.
+                        if kwargs:
+                            gi = vjp(g, ans, *args, **kwargs)
+                        elif nargs == 1:
+                            gi = vjp(g, ans, args[0])
+                        elif nargs == 2:
+                            gi = vjp(g, ans, args[0], args[1])
+                        else:
+                            gi = vjp(g, ans, *args)
+                        if gi is None:
+                            continue
+                    pshape = parent.ans.shape
+                    if getattr(gi, 'shape', ()) != pshape:
+                        gi = unbroadcast(gi, pshape)
+                    prev = cts.get(parent)
+                    if prev is not None:
+                        cts[parent] = _accumulate(prev, gi, owned)
+                        continue
+                    cts[parent] = gi
+                    if nxt is None:
+                        nxt = parent
+                    else:
+                        heappush(heap, (-parent.seq, parent))
+            if nxt is None:
+                node = heappop(heap)[1] if heap else None
+            elif heap and -heap[0][0] > nxt.seq:
+                node = heappushpop(heap, (-nxt.seq, nxt))[1]
+            else:
+                node = nxt
     except Exception as e:
         if node.prim is not None and not isinstance(e, GraphReleasedError):
             e.add_note(f'(raised by the pullback of {node.prim.name} during back)')
@@ -243,7 +279,7 @@ def backward(root, seed, retain=False, order=None):
     if not retain:
         # Only after success (not inside the loop): a pullback that raises must not
         # leave entries recorded after it released, other losses may still use them.
-        for node in order:
+        for node in used:
             node.args = None        # release what the pullbacks saved (leaves hold None)
             node.parents = ()       # and the entries behind it: a kept loss keeps no graph
     return leaves

@@ -79,27 +79,10 @@ def apply(prim, args, kwargs):
     return t
 
 
-def _fast(self):
-    """Whether ``self``'s operation can skip ``apply``'s general path.
-
-    The fast path serves the commonest eager case (one tracked operand holding a
-    plain value, nothing paused or recording); everything else takes ``apply``.
-    """
-    return not (_tape._paused_threads or _tape._recording_threads
-                or isinstance(self._node.ans, Tracked))
-
-
-def _record1(prim, vals, ans, node, pos=0):
-    """Record ``prim`` with one tracked operand (``node``, at position ``pos``)."""
-    if ans.dtype.kind == 'c':
-        raise TypeError(f'{prim.name} produced a complex result; complex values are not '
-                        f'supported by tracked yet')
-    t = object.__new__(TrackedReal if ans.ndim == 0 else TrackedArray)
-    t._node = Node(prim, vals, _NOKW, ans, ((pos, node),), node.level)
-    return t
-
-
 _NOKW = {}
+_REAL_SCALARS = frozenset((float, int, np.float64))   # no complex check needed
+_new = object.__new__
+_next_seq = _tape._seq.__next__
 _RULES = registry.RULES
 _Primitive = registry.Primitive
 
@@ -200,17 +183,30 @@ def box(ans, node):
 def _binop(uf):
     """``__op__`` and ``__rop__`` for ufunc ``uf``, with the tracked operand at ``pos``."""
     def make(pos):
-        # The fast path repeats _fast's test inline: a function call here costs ~5% of
-        # an eager operation.
         def method(self, other):
+            # The eager fast path: one tracked operand holding a plain value, nothing
+            # paused or recording.  Written out inline (no helper calls, Node filled
+            # slot by slot): each Python-level call costs ~5% of an eager operation.
             node = self._node
             v = node.ans
-            if not (isinstance(other, Tracked) or isinstance(v, Tracked)
-                    or _tape._paused_threads or _tape._recording_threads):
+            if not (_tape._special_threads or isinstance(other, Tracked)
+                    or isinstance(v, Tracked)):
                 prim = _RULES.get(uf)
                 if type(prim) is _Primitive:
                     args = (v, other) if pos == 0 else (other, v)
-                    return _record1(prim, args, prim.fn(*args), node, pos)
+                    ans = prim.fn(*args)
+                    if type(other) in _REAL_SCALARS or ans.dtype.kind != 'c':
+                        t = _new(TrackedReal if ans.ndim == 0 else TrackedArray)
+                        t._node = n = _new(Node)
+                        n.prim = prim
+                        n.args = args
+                        n.kwargs = _NOKW
+                        n.ans = ans
+                        n.parents = ((pos, node),)
+                        n.level = node.level
+                        n.seq = _next_seq()
+                        n.grad = None
+                        return t
             return call(uf, self, other) if pos == 0 else call(uf, other, self)
         return method
     return make(0), make(1)
@@ -317,11 +313,25 @@ class Tracked:
 
     # -- NumPy protocols -----------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if method == '__call__' and not kwargs and len(inputs) == 1 and _fast(self):
+        if method == '__call__' and not kwargs and len(inputs) == 1 and not _tape._special_threads:
+            # The eager fast path for a unary ufunc, inline like _binop's (see there).
+            # No complex check: a unary ufunc of a real value is real.
+            node = self._node
+            v = node.ans
             prim = _RULES.get(ufunc)
-            if type(prim) is _Primitive:
-                v = self._node.ans
-                return _record1(prim, (v,), prim.fn(v), self._node)
+            if type(prim) is _Primitive and not isinstance(v, Tracked):
+                ans = prim.fn(v)
+                t = _new(TrackedReal if ans.ndim == 0 else TrackedArray)
+                t._node = n = _new(Node)
+                n.prim = prim
+                n.args = (v,)
+                n.kwargs = _NOKW
+                n.ans = ans
+                n.parents = ((0, node),)
+                n.level = node.level
+                n.seq = _next_seq()
+                n.grad = None
+                return t
         if kwargs.get('out') is not None:
             raise TypeError(f'np.{ufunc.__name__}(..., out=...) cannot write a tracked '
                             f'result into an array; use y = np.{ufunc.__name__}(...) instead')

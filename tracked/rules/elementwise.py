@@ -34,7 +34,7 @@ import operator
 
 import numpy as np
 
-from ..registry import defvjp
+from ..registry import defvjp, identity
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -53,13 +53,13 @@ def _zero(g, ans, *args, **kwargs):
 # Arithmetic
 # --------------------------------------------------------------------------
 
-defvjp(np.add, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
-defvjp(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g)
+defvjp(np.add, identity, identity)
+defvjp(np.subtract, identity, lambda g, ans, x, y: -g)
 defvjp(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x)
 defvjp(np.true_divide, lambda g, ans, x, y: g / y,            # np.divide is np.true_divide
        lambda g, ans, x, y: -g * ans / y)
 defvjp(np.negative, lambda g, ans, x: -g)
-defvjp(np.positive, lambda g, ans, x: g)
+defvjp(np.positive, identity)
 defvjp(np.reciprocal, lambda g, ans, x: -g * ans * ans)
 defvjp(np.square, lambda g, ans, x: g * (2.0 * x))
 defvjp(np.sqrt, lambda g, ans, x: g / (2.0 * ans))
@@ -67,9 +67,9 @@ defvjp(np.cbrt, lambda g, ans, x: g / (3.0 * ans * ans))
 defvjp(np.absolute, lambda g, ans, x: g * np.sign(x))         # np.abs is np.absolute
 defvjp(np.fabs, lambda g, ans, x: g * np.sign(x))
 # remainder (np.mod): ans = x - floor(x / y) * y; fmod truncates instead of flooring.
-defvjp(np.remainder, lambda g, ans, x, y: g,
+defvjp(np.remainder, identity,
        lambda g, ans, x, y: -g * np.floor_divide(x, y))
-defvjp(np.fmod, lambda g, ans, x, y: g,
+defvjp(np.fmod, identity,
        lambda g, ans, x, y: -g * np.trunc(x / y))
 defvjp(np.floor_divide, _zero, _zero)
 

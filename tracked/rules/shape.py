@@ -9,7 +9,7 @@ behind a composite that unpacks the list; functions with several outputs
 """
 import numpy as np
 
-from ..registry import Primitive, defvjp, defcomposite
+from ..registry import Primitive, defvjp, defcomposite, identity
 from ..tape import shape_of
 from ..values import Tracked, apply, call_nondiff, plain
 from .indexing import scatter_add, _contains_tracked
@@ -77,7 +77,7 @@ defvjp(np.moveaxis, lambda g, ans, x, source, destination: np.moveaxis(g, destin
 defvjp(np.matrix_transpose, lambda g, ans, x: np.matrix_transpose(g), view=True)
 defvjp(np.expand_dims, lambda g, ans, x, axis: np.reshape(g, _shape(x)), view=True)
 defvjp(np.squeeze, lambda g, ans, x, axis=None: np.reshape(g, _shape(x)), view=True)
-defvjp(np.broadcast_to, lambda g, ans, x, shape, **kw: g, view=True)   # unbroadcast: central
+defvjp(np.broadcast_to, identity, view=True)   # unbroadcast: central
 defvjp(np.flip, lambda g, ans, x, axis=None: np.flip(g, axis), view=True)
 defcomposite(np.fliplr, lambda m: np.flip(m, 1))
 defcomposite(np.flipud, lambda m: np.flip(m, 0))
@@ -91,7 +91,7 @@ defvjp(np.roll, lambda g, ans, x, shift, axis=None: np.roll(g, _negate_shift(shi
 defvjp(np.rot90, lambda g, ans, x, k=1, axes=(0, 1): np.rot90(g, -k, axes), view=True)
 defvjp(np.triu, lambda g, ans, x, k=0: np.triu(g, k))
 defvjp(np.tril, lambda g, ans, x, k=0: np.tril(g, k))
-defvjp(np.copy, lambda g, ans, x, *a, **kw: g)             # also .copy()
+defvjp(np.copy, identity)             # also .copy()
 
 
 def _broadcast_arrays(*args, **kwargs):
