@@ -15,7 +15,7 @@ import numpy as np
 from .backends import ADType
 from .functors import _map, _keep, _kind, _is_number_list, leaves as _tree_leaves, structure_map
 from .registry import Primitive
-from .tape import Node, backward, new_level
+from .tape import backward, new_level, new_node
 from .values import Tracked, as_value, leaf, plain
 
 __all__ = ['vjp', 'pullback', 'gradient', 'withgradient', 'jacobian', 'withjacobian',
@@ -153,7 +153,7 @@ def _constant(seed):
 def _joint_root(roots, level):
     """One entry whose parents are all seeded outputs, so one backward pass serves them."""
     prim = Primitive(None, [_constant(s) for _, s in roots], name='outputs')
-    return Node(prim, (), {}, np.float64(0.0), tuple((i, n) for i, (n, _) in enumerate(roots)),
+    return new_node(prim, (), {}, np.float64(0.0), tuple((i, n) for i, (n, _) in enumerate(roots)),
                 level)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import registry
 from . import tape as _tape
-from .tape import Node, backward, recording_paused, active_recorder
+from .tape import Node, backward, new_node, recording_paused, active_recorder
 
 __all__ = ['Tracked', 'TrackedArray', 'TrackedReal', 'param', 'back', 'istracked',
            'apply', 'call']
@@ -71,7 +71,7 @@ def apply(prim, args, kwargs):
     if ans.dtype.kind == 'c':
         raise TypeError(f'{prim.name} produced a complex result; complex values are not '
                         f'supported by tracked yet')
-    node = Node(prim, vals, kwargs, ans, parents, level)
+    node = new_node(prim, vals, kwargs, ans, parents, level)
     t = object.__new__(TrackedReal if ans.ndim == 0 else TrackedArray)
     t._node = node
     if prim.view:
@@ -80,8 +80,8 @@ def apply(prim, args, kwargs):
 
 
 _NOKW = {}
+_SAME_SHAPE = _tape.SAME_SHAPE
 _REAL_SCALARS = frozenset((float, int, np.float64))   # no complex check needed
-_new = object.__new__
 _next_seq = _tape._seq.__next__
 _RULES = registry.RULES
 _Primitive = registry.Primitive
@@ -195,12 +195,13 @@ def _binop(uf):
                 if type(prim) is _Primitive:
                     args = (v, other) if pos == 0 else (other, v)
                     ans = prim.fn(*args)
-                    if type(other) in _REAL_SCALARS or ans.dtype.kind != 'c':
-                        t = _new(TrackedReal if ans.ndim == 0 else TrackedArray)
-                        t._node = n = _new(Node)
+                    scalar = type(other) in _REAL_SCALARS
+                    if scalar or ans.dtype.kind != 'c':
+                        t = (TrackedReal if ans.ndim == 0 else TrackedArray)()
+                        t._node = n = Node()
                         n.prim = prim
                         n.args = args
-                        n.kwargs = _NOKW
+                        n.kwargs = _SAME_SHAPE if scalar else _NOKW
                         n.ans = ans
                         n.parents = ((pos, node),)
                         n.level = node.level
@@ -321,11 +322,11 @@ class Tracked:
             prim = _RULES.get(ufunc)
             if type(prim) is _Primitive and not isinstance(v, Tracked):
                 ans = prim.fn(v)
-                t = _new(TrackedReal if ans.ndim == 0 else TrackedArray)
-                t._node = n = _new(Node)
+                t = (TrackedReal if ans.ndim == 0 else TrackedArray)()
+                t._node = n = Node()
                 n.prim = prim
                 n.args = (v,)
-                n.kwargs = _NOKW
+                n.kwargs = _SAME_SHAPE
                 n.ans = ans
                 n.parents = ((0, node),)
                 n.level = node.level
@@ -556,7 +557,7 @@ def as_value(x, int_to_float=True):
 
 def leaf(value, level):
     """A new leaf at ``level`` holding ``value`` (already normalised), without a grad buffer."""
-    return box(value, Node(None, None, None, value, (), level))
+    return box(value, new_node(None, None, None, value, (), level))
 
 
 def param(x):

@@ -21,7 +21,7 @@ call the user's function and its fresh pullback again on every replay.
 import numpy as np
 
 from ..registry import Primitive
-from ..tape import Node
+from ..tape import new_node
 from ..values import Tracked, box, plain
 from .guards import Guard, concrete_value, user_frame
 
@@ -115,7 +115,7 @@ class Recorder:
 
     def input(self, value, pos):
         """A leaf at the recording level for flattened argument ``pos``."""
-        node = Node(None, None, None, value, (), self.level)
+        node = new_node(None, None, None, value, (), self.level)
         self._add('input', None, None, f'input {pos}', (), {}, value, node, pos)
         return box(value, node)
 
@@ -165,7 +165,7 @@ class Recorder:
         if ans.dtype.kind == 'c':
             raise TypeError(f'{prim.name} produced a complex result; complex values are not '
                             f'supported by tracked yet')
-        node = Node(prim, vals, kwargs, ans, tuple(parents), self.level)
+        node = new_node(prim, vals, kwargs, ans, tuple(parents), self.level)
         self._add('op', prim.fn, prim, prim.name, tuple(tmpl), kwargs, ans, node)
         return box(ans, node)
 
@@ -196,13 +196,13 @@ class Recorder:
         prim = _nondiff_prim(fun)
         name = prim.name
         if isinstance(res, (np.ndarray, np.generic)) and res.dtype.kind in 'biuf':
-            node = Node(prim, list(vals), kwargs, res, (), self.level)
+            node = new_node(prim, list(vals), kwargs, res, (), self.level)
             self._add('nondiff', fun, prim, name, tuple(tmpl), kwargs, res, node)
             return box(res, node)
         if fun in (np.shape, np.ndim, np.size):
             return res                                        # static: the signature fixes it
         # Any other result (tuples of index arrays, Python objects): its value is a guard.
-        node = Node(prim, list(vals), kwargs, res, (), self.level)
+        node = new_node(prim, list(vals), kwargs, res, (), self.level)
         i = self._add('nondiff', fun, prim, name, tuple(tmpl), kwargs, res, node)
         self.guards.append(Guard(i, 'value', res, user_frame()))
         return res
