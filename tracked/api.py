@@ -56,14 +56,17 @@ def vjp(f, *args):
     out = f(*boxed)
     y = _unbox(out, level)
 
-    def back(dy=None):
+    def back(dy=None, *, last=False):
+        # ``last``: the caller will not call back again (gradient, withgradient), so
+        # the graph, private to this call, is released while it is swept.
         if isinstance(out, Tracked) and out._node.level == level:
-            cts = backward(out._node, _seed(dy, out, single=True), retain=True)
+            cts = backward(out._node, _seed(dy, out, single=True), retain=True, private=last)
         else:
             roots = _roots(out, dy, level)
             if not roots:
                 return tuple(None for _ in boxed)
-            cts = backward(_joint_root(roots, level), np.float64(1.0), retain=True)
+            cts = backward(_joint_root(roots, level), np.float64(1.0), retain=True,
+                           private=last)
         return tuple(_cast_like(cts.get(b._node), b._node.ans) for b in boxed)
     return y, back
 
@@ -260,9 +263,15 @@ def pullback(f, *args):
     >>> y, back(1.0), back(2.0)
     (np.float64(30.0), (np.float64(15.0), np.float64(10.0), np.float64(6.0)), (np.float64(30.0), np.float64(20.0), np.float64(12.0)))
     """
+    y, back = _pullback(f, args)
+    return y, lambda dy=None: back(dy)
+
+
+def _pullback(f, args):
+    """``pullback`` whose ``back`` also takes ``last=True`` (see ``vjp``)."""
     spec = _Args(args)
     y, back = vjp(lambda *ls: f(*spec.rebuild(ls)), *spec.flat)
-    return y, lambda dy=None: spec.gradients(back(dy))
+    return y, lambda dy=None, last=False: spec.gradients(back(dy, last=last))
 
 
 def _split_backend(f, args):
@@ -322,10 +331,10 @@ def withgradient(f, *args):
     if backend is not None:
         val, grads = backend.withgradient(f, *args)
         return WithGradient(val, grads)
-    y, back = pullback(f, *args)
+    y, back = _pullback(f, args)
     first, dy = _first(y)
     _check_scalar(first, 'gradient')
-    return WithGradient(y, back(dy))
+    return WithGradient(y, back(dy, last=True))
 
 
 def gradient(f, *args):
