@@ -414,3 +414,72 @@ def test_slice_cotangent_is_not_shared_between_parents():
     tr.back(loss)
     np.testing.assert_allclose(y.grad, 2 * (x0 + y0))
     np.testing.assert_allclose(x.grad, 2 * (x0 + y0) + np.array([1, 2, 1, 1]))
+
+
+# --------------------------------------------------------------------------
+# The backward sweep: order, fast-path shapes, private graphs
+# --------------------------------------------------------------------------
+
+def test_back_visits_every_entry_after_all_its_consumers():
+    # a diamond whose branches are recorded interleaved, plus a long side chain that
+    # rejoins late: any entry visited before all its consumers would miss a cotangent
+    x = tr.param(np.array([0.3, -0.7]))
+    a = np.sin(x)
+    b = a * 3.0
+    c = np.exp(a)
+    side = x
+    for _ in range(50):
+        side = side * 1.01 + 0.001
+    d = b * c + side
+    tr.back(np.sum(d * a))
+    f = lambda v: np.sum((3 * np.sin(v) * np.exp(np.sin(v)) + _chain(v)) * np.sin(v))  # noqa: E731
+    np.testing.assert_allclose(x.grad, _fd(f, x.data), rtol=1e-7)
+
+
+def _chain(v):
+    for _ in range(50):
+        v = v * 1.01 + 0.001
+    return v
+
+
+def _fd(f, x, h=1e-6):
+    """Central differences of scalar ``f`` at ``x`` (any shape), in ``x``'s shape."""
+    x = np.asarray(x, dtype=float)
+    out = np.zeros(x.size)
+    for i in range(x.size):
+        e = np.zeros(x.size)
+        e[i] = h
+        e = e.reshape(x.shape)
+        out[i] = (f(x + e) - f(x - e)) / (2 * h)
+    return out.reshape(x.shape)
+
+
+@pytest.mark.parametrize('shape, other', [
+    ((), np.ones((2, 3))),            # a scalar param meets an array: not the same shape
+    ((3,), np.ones((2, 3))),
+    ((2, 1), np.arange(1.0, 4.0)),
+    ((3,), 2.0),                      # scalar operands keep the shape (the fast path)
+    ((), np.float64(2.0)),
+])
+@pytest.mark.parametrize('op', [np.multiply, np.add, np.subtract, np.true_divide, np.power])
+@pytest.mark.parametrize('flip', [False, True])
+def test_fast_path_gradients_keep_the_parameter_shape(shape, other, op, flip):
+    x0 = np.full(shape, 0.5) + np.arange(np.prod(shape, dtype=int)).reshape(shape) * 0.1
+
+    def f(v):
+        return np.sum(np.sin(op(other, v) if flip else op(v, other)))
+    x = tr.param(x0)
+    tr.back(f(x))
+    assert x.grad.shape == x0.shape
+    np.testing.assert_allclose(x.grad, _fd(f, x0), rtol=1e-6, atol=1e-9)
+
+
+def test_a_private_sweep_releases_as_it_goes():
+    y, back = vjp(lambda v: np.sum(np.sin(v) * 2.0), np.array([0.1, 0.2]))
+    g = back(1.0, last=True)[0]
+    np.testing.assert_allclose(g, 2.0 * np.cos([0.1, 0.2]))
+    with pytest.raises(GraphReleasedError):
+        back(1.0)
+    # without last=True, back may be called again
+    y, back = vjp(lambda v: np.sum(np.sin(v) * 2.0), np.array([0.1, 0.2]))
+    np.testing.assert_allclose(back(1.0)[0], back(1.0)[0])
