@@ -189,13 +189,13 @@ def _binop(uf):
             # slot by slot): each Python-level call costs ~5% of an eager operation.
             node = self._node
             v = node.ans
-            if not (_tape._special_threads or isinstance(other, Tracked)
+            scalar = type(other) in _REAL_SCALARS
+            if not (_tape._special_threads or (not scalar and isinstance(other, Tracked))
                     or isinstance(v, Tracked)):
                 prim = _RULES.get(uf)
                 if type(prim) is _Primitive:
                     args = (v, other) if pos == 0 else (other, v)
                     ans = prim.fn(*args)
-                    scalar = type(other) in _REAL_SCALARS
                     if scalar or ans.dtype.kind != 'c':
                         t = (TrackedReal if ans.ndim == 0 else TrackedArray)()
                         t._node = n = Node()
