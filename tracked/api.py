@@ -44,7 +44,9 @@ def vjp(f, *args):
 
     Arguments are array-likes (``pullback`` adds trees and non-numeric arguments).
     ``y`` may be a tree (tuple, dict, ...) of outputs; ``dy`` then mirrors it, with
-    ``None`` for outputs that get no cotangent.  ``back`` may be called many times.
+    ``None`` for outputs that get no cotangent.  ``back`` may be called many times;
+    ``back(dy, last=True)`` promises it is the last call, and frees the recorded
+    values as it goes (a smaller working set on large arrays).
 
     >>> import numpy as np, tracked as tr
     >>> y, back = tr.api.vjp(lambda x: np.sin(x) * 2, np.array([0.0, 1.0]))
