@@ -20,6 +20,7 @@ This module knows nothing of NumPy's function list; rules live in ``tracked.rule
 import itertools
 import threading
 from heapq import heappop, heappush, heappushpop
+from types import MappingProxyType
 
 import numpy as np
 
@@ -35,7 +36,7 @@ _special_threads = 0              # the sum of both: one test on the eager fast 
 # The ``kwargs`` of an entry that takes no keywords and whose pullbacks return exactly
 # their parents' shapes (a unary ufunc; a binary one with a scalar operand): the eager
 # fast paths know this for free, and ``backward`` then skips the unbroadcast test.
-SAME_SHAPE = {}
+SAME_SHAPE = MappingProxyType({})     # read-only: one object shared by every such entry
 
 
 class GraphReleasedError(RuntimeError):
