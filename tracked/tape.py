@@ -29,9 +29,9 @@ from .registry import identity
 _seq = itertools.count()          # next() is atomic under the GIL: safe across threads
 _levels = itertools.count(1)      # level 0 is every thread's base tape (``param``)
 _state = threading.local()        # per-thread switches: recording paused, active recorder
-_paused_threads = 0               # how many threads pause recording now: 0 skips the lookup
-_recording_threads = 0            # how many threads record a GradientTape now: 0 skips the lookup
-_special_threads = 0              # the sum of both: one test on the eager fast path
+# How many threads pause recording or record a GradientTape now: while it is 0, every
+# operation skips both thread-local lookups with one test (relies on the GIL).
+_special_threads = 0
 
 # The ``kwargs`` of an entry that takes no keywords and whose pullbacks return exactly
 # their parents' shapes (a unary ufunc; a binary one with a scalar operand): the eager
@@ -84,16 +84,14 @@ class pause_recording:
     """Context manager: operations inside compute plain values and record nothing."""
 
     def __enter__(self):
-        global _paused_threads, _special_threads
+        global _special_threads
         self._prev = getattr(_state, 'paused', False)
         _state.paused = True
-        _paused_threads += 1
         _special_threads += 1
 
     def __exit__(self, *exc):
-        global _paused_threads, _special_threads
+        global _special_threads
         _state.paused = self._prev
-        _paused_threads -= 1
         _special_threads -= 1
 
 
@@ -104,21 +102,19 @@ def active_recorder():
 
 
 def push_recorder(rec):
-    global _recording_threads, _special_threads
+    global _special_threads
     stack = getattr(_state, 'recorders', None)
     if stack is None:
         stack = _state.recorders = []
     stack.append(rec)
-    _recording_threads += 1
     _special_threads += 1
 
 
 def pop_recorder(rec):
-    global _recording_threads, _special_threads
+    global _special_threads
     stack = _state.recorders
     assert stack and stack[-1] is rec
     stack.pop()
-    _recording_threads -= 1
     _special_threads -= 1
 
 

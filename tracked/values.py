@@ -33,11 +33,11 @@ def apply(prim, args, kwargs):
                 level = lv
     if level < 0:
         return prim.fn(*args, **kwargs)
-    if _tape._paused_threads and recording_paused():
-        return prim.fn(*[plain(a) for a in args], **kwargs)
-    if _tape._recording_threads:                    # a GradientTape records this level
+    if _tape._special_threads:
+        if recording_paused():
+            return prim.fn(*[plain(a) for a in args], **kwargs)
         rec = active_recorder()
-        if rec is not None and rec.level == level:
+        if rec is not None and rec.level == level:  # a GradientTape records this level
             return rec.record(prim, args, kwargs)
     if kwargs:
         for v in kwargs.values():
