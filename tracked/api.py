@@ -52,6 +52,8 @@ def vjp(f, *args):
     >>> y, back = tr.api.vjp(lambda x: np.sin(x) * 2, np.array([0.0, 1.0]))
     >>> back(np.ones(2))[0]
     array([2.        , 1.08060461])
+    >>> back(np.ones(2), last=True)[0]     # the last call: frees the graph as it goes
+    array([2.        , 1.08060461])
     """
     level = new_level()
     boxed = [leaf(_leaf_value(a), level) for a in args]
