@@ -475,3 +475,114 @@ def test_a_private_sweep_releases_as_it_goes():
     # without last=True, back may be called again
     y, back = vjp(lambda v: np.sum(np.sin(v) * 2.0), np.array([0.1, 0.2]))
     np.testing.assert_allclose(back(1.0)[0], back(1.0)[0])
+
+
+# --- what an entry saves: only what its pullbacks read (registry.Primitive.plan) ---------
+
+def test_entries_save_only_what_their_pullbacks_read():
+    x0 = np.linspace(0.1, 1.0, 1000)
+    x = tr.param(x0)
+    other = tr.param(x0)
+    scaled = x * 3.0                    # d/dx needs 3.0 only
+    assert scaled._node.args == (None, 3.0) and scaled._node.ans is None
+    sine = np.sin(x)                    # needs x, not the output
+    assert sine._node.args[0] is x0 and sine._node.ans is None
+    expo = np.exp(x)                    # needs the output only
+    assert expo._node.args == (None,) and expo._node.ans is tr.data(expo)
+    diff = x - other                    # needs nothing
+    assert diff._node.args == (None, None)
+    total = np.sum(x)                   # needs the shape and dtype of x
+    meta = total._node.args[0]
+    assert type(meta) is tp.Meta and (meta.shape, meta.dtype) == ((1000,), np.float64)
+    power = x ** other                  # both pullbacks run: x, y and the output
+    assert power._node.args[0] is x0 and power._node.ans is tr.data(power)
+    squared = x ** 2                    # only the base's pullback runs: no output
+    assert squared._node.ans is None
+    # the same operations, checked against finite differences to second order
+    assert tr.gradcheck(lambda a, b: np.sum(a * 3.0 + np.sin(a) + np.exp(a) + (a - b)
+                                            + a ** b + a ** 2) + np.sum(a),
+                        x0[:5], x0[5:10] + 1.0, order=2)
+
+
+def test_pullback_reads_come_from_bytecode():
+    import functools
+    from tracked.registry import KEEP, META, _uses
+    assert _uses(lambda g, ans, x, y: g * y) == (False, {1: KEEP}, None)
+    assert _uses(lambda g, ans, x: g * ans) == (True, {}, None)
+    assert _uses(lambda g, ans, x, axis=None: np.broadcast_to(g, x.shape)) == \
+        (False, {0: META}, None)
+    assert _uses(lambda g, ans, x, axis: np.reshape(g, np.shape(x)) * axis) == \
+        (False, {0: META, 1: KEEP}, None)
+    assert _uses(lambda g, ans, x: (x.shape, g * x)) == (False, {0: KEEP}, None)
+    assert _uses(lambda g, ans, *args: g * 0.0) == (False, {}, None)
+    assert _uses(lambda g, ans, x, *args: g * sum(args)) == (False, {}, 1)
+
+    def closure(g, ans, x, y):
+        return (lambda: g * x)()        # read inside a nested function: kept
+    assert _uses(closure) == (False, {0: KEEP}, None)
+    # what is not a plain function, or reads its locals indirectly, reads everything
+    assert _uses(functools.partial(lambda g, ans, x: g, 1)) == (True, None, 0)
+    assert _uses(lambda g, ans, x: locals()['x'] * g)[0] is True
+
+
+def test_forward_values_are_freed_as_the_code_drops_them():
+    import tracemalloc
+    n = 100_000
+    x = tr.param(np.ones(n))
+    tracemalloc.start()
+    try:
+        y = x
+        for _ in range(20):
+            y = y * 1.5 + 0.5           # nothing here is read by a pullback
+        kept, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert kept < 3 * 8 * n             # y's value and temporaries; was 40 arrays
+    tr.back(np.sum(y))
+    np.testing.assert_allclose(x.grad, np.full(n, 1.5 ** 20))
+
+
+# --- lazy cotangents: smaller than their entry, broadcast where needed -------------------
+
+def test_lazy_unbroadcast_leaves_a_cotangent_that_broadcasts():
+    assert np.shape(tp.unbroadcast(np.float64(2.0), (3,))) == ()
+    assert np.shape(tp.unbroadcast(np.ones((1, 4)), (3, 4))) == (1, 4)
+    g = tp.unbroadcast(np.ones((1, 3, 5)), (3, 3, 1))   # lazy in axis 0, summed in axis 2
+    assert np.shape(g) == (1, 3, 1)
+    np.testing.assert_array_equal(g, np.full((1, 3, 1), 5.0))
+
+
+@pytest.mark.parametrize('f', [
+    lambda x, y: np.sum(x + y),                       # a 0-d x broadcast against y
+    lambda x, y: np.mean(x * 2.0 - y),
+    lambda x, y: np.sum(np.reshape(y * 3.0, (3, 2)) @ np.ones(2)) * x,   # not elementwise
+    lambda x, y: np.sum(np.sum(y, axis=0) * x) + np.sum(y[1:] - y[:-1]),
+    lambda x, y: np.sum(np.tanh(y) - x) + np.mean(np.stack([y, y * x])),
+    lambda x, y: np.sum(np.maximum(y, 0.5) * 0.5) + np.sum(np.where(y > 0.5, y, x)),
+])
+def test_gradients_through_lazy_cotangents(f):
+    x0, y0 = np.float64(0.7), np.linspace(0.1, 1.2, 6)
+    assert tr.gradcheck(f, x0, y0, order=2)
+    gx, gy = tr.gradient(f, x0, y0)
+    assert np.shape(gx) == () and gy.shape == (6,) and gy.flags.writeable
+    x, y = tr.param(x0), tr.param(y0)
+    tr.back(f(x, y))
+    np.testing.assert_allclose(y.grad, gy)
+    np.testing.assert_allclose(x.grad, gx)
+
+
+@pytest.mark.parametrize('dtype', [np.float64, np.float32])
+def test_back_adds_slices_straight_into_the_gradient(dtype):
+    x0 = np.linspace(-1.0, 1.5, 9).astype(dtype)
+
+    def rosenbrock(x):
+        return np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+    x = tr.param(x0)
+    tr.back(rosenbrock(x))
+    a, b = x0[1:] - x0[:-1] ** 2, 1 - x0[:-1]
+    expected = np.zeros(9)
+    expected[1:] += 200 * a
+    expected[:-1] += -400 * a * x0[:-1] - 2 * b
+    assert x.grad.dtype == dtype
+    np.testing.assert_allclose(x.grad, expected, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    np.testing.assert_allclose(tr.gradient(rosenbrock, x0)[0], x.grad, rtol=1e-6)

@@ -71,7 +71,7 @@ def vjp(f, *args):
                 return tuple(None for _ in boxed)
             cts = backward(_joint_root(roots, level), np.float64(1.0), retain=True,
                            private=last)
-        return tuple(_cast_like(cts.get(b._node), b._node.ans) for b in boxed)
+        return tuple(_cast_like(cts.get(b._node), b._value) for b in boxed)
     return y, back
 
 
@@ -86,7 +86,7 @@ def _cast_like(g, x):
 
 def _at_level(y, level):
     """``y`` seen from outside ``level``: its value if tracked there, else ``y`` itself."""
-    return y._node.ans if isinstance(y, Tracked) and y._node.level == level else y
+    return y._value if isinstance(y, Tracked) and y._node.level == level else y
 
 
 def _is_tracked(x):
@@ -132,7 +132,7 @@ def _roots(out, dy, level):
 
 def _seed(dy, out, single=False):
     """``dy`` as a cotangent for output ``out``: its shape, a float dtype."""
-    ans = out._node.ans
+    ans = out._value
     shape = ans.shape
     if (type(dy) is np.ndarray and dy.shape == shape and dy.dtype == ans.dtype
             and dy.dtype.kind == 'f'):

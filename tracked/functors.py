@@ -329,7 +329,7 @@ def param(x):
 
 
 def _data1(x):
-    return x._node.ans if isinstance(x, Tracked) else x
+    return x._value if isinstance(x, Tracked) else x
 
 
 def data(x):
@@ -343,7 +343,7 @@ def data(x):
     {'w': np.float64(2.0), 'name': 'dense'}
     """
     if isinstance(x, Tracked):
-        return x._node.ans
+        return x._value
     if _is_single(x):
         return x
     return fmap(_data1, x, exclude=_is_tracked)

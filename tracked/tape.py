@@ -1,7 +1,9 @@
 """The tape: entries (nodes), trace levels, and the backward pass.
 
 Every operation on a tracked value creates a ``Node`` that records the primitive,
-its (unboxed) arguments, its output and the nodes of its tracked arguments.  Nodes
+what its pullbacks read of its (unboxed) arguments and output (``Primitive.plan``),
+its output's shape and the nodes of its tracked arguments.  The value itself lives
+in the box (``Tracked._value``), so it is freed when the user's code drops it.  Nodes
 carry a global sequence number, so the nodes reachable from an output, sorted by
 that number, *are* the tape in recording order.  A node is kept alive only by the
 values that descend from it: code evaluated in a loop without ``back`` frees its
@@ -24,7 +26,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from .registry import identity
+from .registry import identity, plan_key
 
 _seq = itertools.count()          # next() is atomic under the GIL: safe across threads
 _levels = itertools.count(1)      # level 0 is every thread's base tape (``param``)
@@ -44,23 +46,46 @@ class GraphReleasedError(RuntimeError):
 
 
 class Node:
-    """One tape entry.  A leaf has ``prim is None``; its ``grad`` is a buffer or None.
+    """One tape entry.  A leaf has ``prim is None``; its ``grad`` is a buffer or None
+    (the eager fast paths leave a non-leaf's ``grad`` unset: read it with getattr).
+
+    ``args`` and ``ans`` hold what the pullbacks read (None where they read nothing,
+    a ``Meta`` where they read only a shape); a leaf keeps its value in ``ans``.
 
     Made by ``new_node``, or slot by slot on the eager fast paths: a class without
     ``__init__`` is created at C speed, a Python ``__init__`` costs ~5% of an operation.
     """
 
-    __slots__ = ('prim', 'args', 'kwargs', 'ans', 'parents', 'seq', 'level', 'grad')
+    __slots__ = ('prim', 'args', 'kwargs', 'ans', 'shape', 'parents', 'seq', 'level', 'grad')
 
     def __repr__(self):
         name = 'leaf' if self.prim is None else getattr(self.prim, 'name', self.prim)
-        return f'<Node #{self.seq} {name} level={self.level} shape={np.shape(self.ans)}>'
+        return f'<Node #{self.seq} {name} level={self.level} shape={self.shape}>'
+
+
+class Meta:
+    """What a pullback that reads only ``x.shape``/``x.dtype`` keeps of ``x``."""
+
+    __slots__ = ('shape', 'dtype', 'ndim', 'size')
+
+    def __init__(self, x):
+        self.shape, self.dtype, self.ndim, self.size = x.shape, x.dtype, x.ndim, x.size
 
 
 def new_node(prim, args, kwargs, ans, parents, level):
-    """A tape entry; ``parents`` is a sequence of (argument position, parent node)."""
+    """A tape entry; ``parents`` is a sequence of (argument position, parent node).
+
+    Saves only what the parents' pullbacks read (see ``Primitive.plan``).
+    """
     node = Node()
     node.prim = prim
+    node.shape = shape_of(ans)
+    if parents:
+        keep_ans, saver, _ = prim.plan(plan_key([p for p, _ in parents], len(args)))
+        if saver is not None:
+            args = saver(args)
+        if not keep_ans:
+            ans = None
     node.args = args
     node.kwargs = kwargs
     node.ans = ans
@@ -125,20 +150,55 @@ def shape_of(x):
 def unbroadcast(g, shape):
     """Sum ``g`` over the axes that broadcasting added to an input of ``shape``.
 
-    Written with ``np.sum``/``np.reshape`` so that it is recorded like any pullback
-    when ``g`` is tracked at an outer level.
+    The result may be smaller than ``shape`` if it broadcasts to it (a lazy
+    cotangent, see ``backward``).  Written with ``np.sum``/``np.reshape`` so that it
+    is recorded like any pullback when ``g`` is tracked at an outer level.
     """
     gshape = shape_of(g)
     if gshape == shape:
         return g
     extra = len(gshape) - len(shape)
-    axes = tuple(range(extra)) + tuple(
-        extra + i for i, n in enumerate(shape) if n == 1 and gshape[extra + i] != 1)
-    if axes:
-        g = np.sum(g, axis=axes)
-    if shape_of(g) != shape:
+    inner = tuple(i for i in range(max(extra, 0), len(gshape))
+                  if shape[i - extra] == 1 and gshape[i] != 1)
+    if inner:                   # keepdims: axes of g that stay small stay aligned
+        g = np.sum(g, axis=inner, keepdims=True)
+    if extra > 0:
+        g = np.sum(g, axis=tuple(range(extra)))
+    gshape = shape_of(g)
+    if gshape != shape and not _broadcasts(gshape, shape):
         g = np.reshape(g, shape)
     return g
+
+
+def _broadcasts(small, shape):
+    """Whether ``small`` broadcasts to ``shape`` (no axis of ``small`` is longer)."""
+    k = len(small)
+    return k <= len(shape) and all(
+        a == 1 or a == b for a, b in zip(small, shape[len(shape) - k:]))
+
+
+def expand(g, shape):
+    """A lazy cotangent ``g`` at the full ``shape`` (a read-only view when plain)."""
+    return g if shape_of(g) == shape else np.broadcast_to(g, shape)
+
+
+def _keeps_lazy(node):
+    """Whether ``node``'s pullbacks may receive a lazy cotangent: elementwise, and no
+    parent was broadcast (a broadcast parent's cotangent must be summed, which
+    ``unbroadcast`` can only do on the full cotangent)."""
+    if not node.prim.elementwise:
+        return False
+    shape = node.shape
+    for _, parent in node.parents:
+        if parent.shape != shape:
+            return False
+    return True
+
+
+def _full(g, shape):
+    """Lazy cotangent ``g`` as a writable array of ``shape`` (recorded when tracked)."""
+    g = np.broadcast_to(g, shape)
+    return np.copy(g)
 
 
 class SparseCotangent:
@@ -150,22 +210,27 @@ class SparseCotangent:
     pullbacks return a recorded scatter instead.
     """
 
-    __slots__ = ('g', 'idx', 'shape', 'unique')
+    __slots__ = ('pieces', 'shape')
 
     def __init__(self, g, idx, shape, unique):
-        self.g, self.idx, self.shape, self.unique = g, idx, shape, unique
+        self.pieces = [(g, idx, unique)]     # more join when slices of one array meet
+        self.shape = shape
+
+    @property
+    def dtype(self):
+        dt = np.result_type(*[g for g, _, _ in self.pieces])
+        return dt if dt.kind == 'f' else np.dtype(np.float64)
 
     def add_into(self, buf):
-        if self.unique:
-            buf[self.idx] += self.g
-        else:
-            np.add.at(buf, self.idx, self.g)
+        for g, idx, unique in self.pieces:
+            if unique:
+                buf[idx] += g
+            else:
+                np.add.at(buf, idx, g)
         return buf
 
     def dense(self, dtype=None):
-        g = np.asarray(self.g)
-        dtype = dtype or (g.dtype if g.dtype.kind == 'f' else np.float64)
-        return self.add_into(np.zeros(self.shape, dtype=dtype))
+        return self.add_into(np.zeros(self.shape, dtype=dtype or self.dtype))
 
 
 def _accumulate(prev, gi, owned):
@@ -176,17 +241,21 @@ def _accumulate(prev, gi, owned):
     """
     if type(gi) is SparseCotangent:
         if type(prev) is SparseCotangent:
-            prev = prev.dense()
-            owned.add(id(prev))
-        if id(prev) in owned and prev.dtype == np.result_type(prev, gi.g):
+            # Both were made by pullbacks of this pass for this entry: join them, and
+            # materialise once (or add straight into a leaf's gradient buffer).
+            prev.pieces += gi.pieces
+            return prev
+        if id(prev) in owned and prev.shape == gi.shape and \
+                prev.dtype == np.result_type(prev, gi.dtype):
             return gi.add_into(prev)
         prev, gi = gi, prev
     if type(prev) is SparseCotangent:          # dense gi: materialise into a new buffer
-        buf = prev.dense(np.result_type(prev.g, gi))
-        buf += gi
+        buf = prev.dense(np.result_type(prev.dtype, gi))
+        buf += gi                   # gi may be lazy (smaller), never larger than buf
         owned.add(id(buf))
         return buf
-    if id(prev) in owned and type(gi) is np.ndarray and prev.dtype == gi.dtype:
+    if id(prev) in owned and type(gi) is np.ndarray and prev.dtype == gi.dtype \
+            and prev.shape == gi.shape:
         prev += gi
         return prev
     new = prev + gi
@@ -208,7 +277,7 @@ def reachable(root):
     return order
 
 
-def backward(root, seed, retain=False, private=False):
+def backward(root, seed, retain=False, private=False, sparse=False):
     """Propagate ``seed`` from ``root`` back through the tape.
 
     Returns ``{leaf node: cotangent}`` for the leaves that were reached.  Iterative,
@@ -218,7 +287,15 @@ def backward(root, seed, retain=False, private=False):
     promises that nothing else will run back through this graph (``gradient`` and
     ``withgradient`` own theirs): entries are then released as soon as they are used,
     which frees the forward values during the pass (measured: 12% faster on W3 with
-    n = 10^5, where a smaller working set keeps NumPy's passes in cache).
+    n = 10^5, where a smaller working set keeps NumPy's passes in cache).  With
+    ``sparse``, a leaf's cotangent may be a ``SparseCotangent`` (the caller adds it
+    into its buffer: ``back`` saves a zero-filled array and a pass over it).
+
+    A pullback may return a cotangent smaller than its argument that broadcasts to
+    it (``np.sum``'s is a 0-d value): these stay small through elementwise entries
+    (``Primitive.elementwise``) whose parents all have the output's shape, and are
+    expanded for any other entry and at the leaves.  ``x * 100`` after a sum then costs no pass over
+    an array at all in the backward pass.
 
     Entries are visited latest first from a heap keyed on their sequence number: an
     entry's parents are all older than it, so each is visited after every entry that
@@ -230,14 +307,13 @@ def backward(root, seed, retain=False, private=False):
     used = None if retain or private else []
     leaves = {}
     owned = set()
+    lazies = set()          # entries whose cotangent may be smaller than them (see above)
     node = root
     try:
         while node is not None:
             g = cts.pop(node)
             if owned:
                 owned.discard(id(g))
-            if type(g) is SparseCotangent:
-                g = g.dense()
             args = node.args
             nxt = None      # the first parent this entry schedules skips the heap (chains)
             if args is None:            # a leaf, or an entry released by an earlier back()
@@ -246,8 +322,20 @@ def backward(root, seed, retain=False, private=False):
                         'back() reached a tape entry that an earlier back() released. '
                         'Pass retain_graph=True to the first back() to run it again, '
                         'or recompute the value.')
+                if type(g) is SparseCotangent:
+                    if not sparse:
+                        g = g.dense()
+                elif lazies and not sparse and node in lazies and shape_of(g) != node.shape:
+                    g = _full(g, node.shape)
                 leaves[node] = g
             else:
+                if type(g) is SparseCotangent:
+                    g = g.dense()
+                elif lazies and node in lazies and shape_of(g) != node.shape:
+                    if _keeps_lazy(node):   # then so may the cotangents it sends be
+                        lazies.update([parent for _, parent in node.parents])
+                    else:
+                        g = np.broadcast_to(g, node.shape)
                 vjps = node.prim.vjps
                 kwargs, ans = node.kwargs, node.ans
                 nargs = len(args)
@@ -269,9 +357,11 @@ def backward(root, seed, retain=False, private=False):
                         if gi is None:
                             continue
                     if kwargs is not SAME_SHAPE:
-                        pshape = parent.ans.shape
+                        pshape = parent.shape
                         if getattr(gi, 'shape', ()) != pshape:
                             gi = unbroadcast(gi, pshape)
+                            if shape_of(gi) != pshape:
+                                lazies.add(parent)
                     prev = cts.get(parent)
                     if prev is not None:
                         cts[parent] = _accumulate(prev, gi, owned)

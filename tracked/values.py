@@ -1,6 +1,6 @@
 """Tracked values: ``TrackedArray`` and ``TrackedReal``, NumPy dispatch, ``param``/``back``.
 
-A tracked value is a thin box around a tape ``Node``; its value is ``node.ans``.
+A tracked value is a box holding its value (``_value``) and its tape ``Node``.
 Operators and NumPy's protocols (``__array_ufunc__``, ``__array_function__``) route
 every call to ``apply``, which looks the callable up in the rule registry and
 records one node.  Nothing here lists NumPy functions: that is the rules' job.
@@ -12,7 +12,7 @@ import numpy as np
 
 from . import registry
 from . import tape as _tape
-from .tape import Node, backward, new_node, recording_paused, active_recorder
+from .tape import Node, SparseCotangent, backward, new_node, recording_paused, active_recorder
 
 __all__ = ['Tracked', 'TrackedArray', 'TrackedReal', 'param', 'back', 'istracked',
            'apply', 'call']
@@ -54,7 +54,7 @@ def apply(prim, args, kwargs):
         if isinstance(a, Tracked):
             n = a._node
             if n.level == level:
-                a = n.ans
+                a = a._value
                 if isinstance(a, Tracked):
                     nested = True
                 if i < nv and vjps[i] is not None:
@@ -74,12 +74,15 @@ def apply(prim, args, kwargs):
     node = new_node(prim, vals, kwargs, ans, parents, level)
     t = object.__new__(TrackedReal if ans.ndim == 0 else TrackedArray)
     t._node = node
+    t._value = ans
     if prim.view:
         _note_view(parents, weakref.ref(t))
     return t
 
 
 _NOKW = {}
+_NONE1 = (None,)
+_ANS = registry.ANS
 _SAME_SHAPE = _tape.SAME_SHAPE
 _REAL_SCALARS = frozenset((float, int, np.float64))   # no complex check needed
 _next_seq = _tape._seq.__next__
@@ -87,14 +90,14 @@ _RULES = registry.RULES
 _Primitive = registry.Primitive
 
 
-# A non-leaf node's unused ``grad`` slot holds weak references to the tracked views of
+# A non-leaf node's ``grad`` slot (unset until then) holds weak references to the tracked views of
 # its memory (``x[1:]``, ``x.T``, ...).  In-place writes are refused only while such a
 # view is still alive: a temporary view (``y[1] = y[0] * 2``) is gone by the time of
 # the write.  A permanent "viewed" mark was rejected: it refused that common idiom.
 def _note_view(parents, ref):
     for _, p in parents:
         if p.prim is not None:
-            views = p.grad
+            views = getattr(p, 'grad', None)
             if views is None:
                 p.grad = views = []
             views.append(ref)
@@ -105,15 +108,16 @@ def _note_view(parents, ref):
                 _note_view(p.parents, ref)
 
 
-def _live_views(node, idx=None):
-    """Whether a live view of ``node`` shares memory with the part ``idx`` (None: all)."""
-    views = node.grad
+def _live_views(node, value, idx=None):
+    """Whether a live view of ``node`` (whose value is ``value``) shares memory with
+    the part ``idx`` (None: all)."""
+    views = getattr(node, 'grad', None)
     if not views or node.prim is None:
         return False
     views[:] = [r for r in views if r() is not None]
     if not views:
         return False
-    base = plain(node.ans)
+    base = plain(value)
     region = base
     if idx is not None and all(type(i) in (int, slice) or i is None or i is Ellipsis or
                                isinstance(i, np.integer) for i in
@@ -161,7 +165,7 @@ def _no_rule_message(fun):
 def plain(x):
     """Strip every level of tracking from ``x`` (recursing into lists, tuples, dicts)."""
     while isinstance(x, Tracked):
-        x = x._node.ans
+        x = x._value
     if type(x) in (list, tuple):
         return type(x)(plain(v) for v in x)
     if type(x) is dict:
@@ -173,6 +177,7 @@ def box(ans, node):
     cls = TrackedReal if ans.ndim == 0 else TrackedArray
     t = object.__new__(cls)
     t._node = node
+    t._value = ans
     return t
 
 
@@ -183,12 +188,13 @@ def box(ans, node):
 def _binop(uf):
     """``__op__`` and ``__rop__`` for ufunc ``uf``, with the tracked operand at ``pos``."""
     def make(pos):
+        bit = 1 << pos
         def method(self, other):
             # The eager fast path: one tracked operand holding a plain value, nothing
             # paused or recording.  Written out inline (no helper calls, Node filled
             # slot by slot): each Python-level call costs ~5% of an eager operation.
             node = self._node
-            v = node.ans
+            v = self._value
             scalar = type(other) in _REAL_SCALARS
             if not (_tape._special_threads or (not scalar and isinstance(other, Tracked))
                     or isinstance(v, Tracked)):
@@ -198,15 +204,19 @@ def _binop(uf):
                     ans = prim.fn(*args)
                     if scalar or ans.dtype.kind != 'c':
                         t = (TrackedReal if ans.ndim == 0 else TrackedArray)()
+                        t._value = ans
                         t._node = n = Node()
                         n.prim = prim
-                        n.args = args
+                        kept = (prim.fast or prim.fast_plans())[pos + 1]
+                        # An untracked ``other`` is kept whatever the plan says: it
+                        # is the caller's constant, so keeping it costs no memory.
+                        n.args = args if kept & bit else (None, other) if pos == 0 else (other, None)
                         n.kwargs = _SAME_SHAPE if scalar else _NOKW
-                        n.ans = ans
+                        n.ans = ans if kept & _ANS else None
+                        n.shape = node.shape if scalar else ans.shape
                         n.parents = ((pos, node),)
                         n.level = node.level
                         n.seq = _next_seq()
-                        n.grad = None
                         return t
             return call(uf, self, other) if pos == 0 else call(uf, other, self)
         return method
@@ -229,7 +239,7 @@ def _compare(uf):
 class Tracked:
     """Base of ``TrackedArray`` and ``TrackedReal``: a value recorded on the tape."""
 
-    __slots__ = ('_node', '__weakref__')
+    __slots__ = ('_node', '_value', '__weakref__')
     __array_priority__ = 1000.0
     __hash__ = object.__hash__
 
@@ -237,13 +247,16 @@ class Tracked:
     @property
     def data(self):
         """The value without tracking (one level down under nesting)."""
-        return self._node.ans
+        return self._value
 
     @property
     def grad(self):
         """The accumulated gradient of a leaf made by ``param`` (None for other values)."""
-        g = self._node.grad
-        if g is None or self._node.prim is not None:
+        node = self._node
+        if node.prim is not None:
+            return None
+        g = node.grad
+        if g is None:
             return None
         return g[()] if g.ndim == 0 else g
 
@@ -254,22 +267,22 @@ class Tracked:
             raise AttributeError('only leaves made by tr.param hold a gradient buffer')
         node.grad[...] = plain(value)
 
-    shape = property(lambda self: self._node.ans.shape)
-    dtype = property(lambda self: self._node.ans.dtype)
-    ndim = property(lambda self: self._node.ans.ndim)
-    size = property(lambda self: self._node.ans.size)
+    shape = property(lambda self: self._value.shape)
+    dtype = property(lambda self: self._value.dtype)
+    ndim = property(lambda self: self._value.ndim)
+    size = property(lambda self: self._value.size)
     T = property(lambda self: call(np.transpose, self))
     mT = property(lambda self: call(np.swapaxes, self, -1, -2))
 
     def __len__(self):
-        return len(self._node.ans)
+        return len(self._value)
 
     def __iter__(self):
         for i in range(len(self)):
             yield self[i]
 
     def __repr__(self):
-        return f'{type(self).__name__}({self._node.ans!r}) (tracked)'
+        return f'{type(self).__name__}({self._value!r}) (tracked)'
 
     def __format__(self, spec):
         return format(plain(self), spec) if spec else repr(self)
@@ -318,20 +331,22 @@ class Tracked:
             # The eager fast path for a unary ufunc, inline like _binop's (see there).
             # No complex check: a unary ufunc of a real value is real.
             node = self._node
-            v = node.ans
+            v = self._value
             prim = _RULES.get(ufunc)
             if type(prim) is _Primitive and not isinstance(v, Tracked):
                 ans = prim.fn(v)
                 t = (TrackedReal if ans.ndim == 0 else TrackedArray)()
+                t._value = ans
                 t._node = n = Node()
                 n.prim = prim
-                n.args = (v,)
+                kept = (prim.fast or prim.fast_plans())[0]
+                n.args = (v,) if kept & 1 else _NONE1      # a Meta is not worth it here
                 n.kwargs = _SAME_SHAPE
-                n.ans = ans
+                n.ans = ans if kept & _ANS else None
+                n.shape = node.shape
                 n.parents = ((0, node),)
                 n.level = node.level
                 n.seq = _next_seq()
-                n.grad = None
                 return t
         if kwargs.get('out') is not None:
             raise TypeError(f'np.{ufunc.__name__}(..., out=...) cannot write a tracked '
@@ -423,7 +438,7 @@ class Tracked:
                              'another: it is a view (such as x[1:], x.T or x.reshape(...)), and '
                              'NumPy would change both. Call .copy() first, or compute a new '
                              'array.')
-        if _live_views(node, idx):
+        if _live_views(node, self._value, idx):
             raise ValueError('in-place change of a tracked array that shares memory with a '
                              'view of it that is still in use (such as z = y[1:] or y.T): '
                              'NumPy would change both. Drop the view, use y.copy(), or '
@@ -436,6 +451,7 @@ class Tracked:
             raise ValueError(f'in-place operation would change the shape from {self.shape} '
                              f'to {new.shape}')
         self._node = new._node
+        self._value = new._value
 
     # -- methods ---------------------------------------------------------------
     def sum(self, *a, **k): return np.sum(self, *a, **k)
@@ -602,7 +618,7 @@ def back(y, dy=None, retain_graph=False):
         raise TypeError(f'back expects a tracked value, got {type(y).__name__}: nothing '
                         f'that produced it was tracked (did you call tr.param?)')
     node = y._node
-    ans = node.ans
+    ans = y._value
     if dy is None:
         if getattr(ans, 'ndim', 0) != 0:
             raise ValueError(f'back(y) needs dy for a y of shape {y.shape}: pass '
@@ -612,7 +628,10 @@ def back(y, dy=None, retain_graph=False):
         seed = dy if isinstance(dy, Tracked) else np.asarray(dy, dtype=plain(ans).dtype)
         if seed.shape != y.shape:
             raise ValueError(f'back(y, dy): dy has shape {seed.shape}, y has shape {y.shape}')
-    for leafnode, g in backward(node, seed, retain=retain_graph).items():
+    for leafnode, g in backward(node, seed, retain=retain_graph, sparse=True).items():
         buf = leafnode.grad
         if buf is not None:
-            buf += plain(g)
+            if type(g) is SparseCotangent:
+                g.add_into(buf)         # slices of a parameter: no zero-filled copy
+            else:
+                buf += plain(g)

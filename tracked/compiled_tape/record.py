@@ -124,7 +124,7 @@ class Recorder:
         if isinstance(a, Tracked):
             n = a._node
             if n.level == self.level:
-                return Ref(self.by_node[n]), n.ans
+                return Ref(self.by_node[n]), a._value
             # Tracked by an outer differentiation (a closure over its variable): the tape
             # would freeze it as a constant and the outer gradient would silently miss it.
             raise OuterTrackedError(
@@ -172,7 +172,7 @@ class Recorder:
     def _strip(self, a):
         """``a`` seen at the recording level (higher levels unwrapped)."""
         while isinstance(a, Tracked) and a._node.level > self.level:
-            a = a._node.ans
+            a = a._value
         if type(a) in (tuple, list):
             return type(a)(self._strip(b) for b in a)
         return a

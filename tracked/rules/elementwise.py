@@ -61,7 +61,7 @@ defvjp(np.true_divide, lambda g, ans, x, y: g / y,            # np.divide is np.
 defvjp(np.negative, lambda g, ans, x: -g)
 defvjp(np.positive, identity)
 defvjp(np.reciprocal, lambda g, ans, x: -g * ans * ans)
-defvjp(np.square, lambda g, ans, x: g * (2.0 * x))
+defvjp(np.square, lambda g, ans, x: g * 2.0 * x)    # a 0-d g (lazy): one pass
 defvjp(np.sqrt, lambda g, ans, x: g / (2.0 * ans))
 defvjp(np.cbrt, lambda g, ans, x: g / (3.0 * ans * ans))
 defvjp(np.absolute, lambda g, ans, x: g * np.sign(x))         # np.abs is np.absolute
@@ -84,7 +84,7 @@ def _power_vjps(power):
     def base(g, ans, x, y):
         if type(y) in _PYNUM:                     # a constant exponent: the common case
             if y == 2:
-                return g * (2.0 * x)
+                return g * 2.0 * x          # not g * (2.0 * x): a 0-d g (lazy) makes one pass
             if y == 0:
                 return g * 0.0
             return g * (y * power(x, y - 1))

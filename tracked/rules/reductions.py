@@ -225,7 +225,7 @@ def _sum_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False, initial
     shape = np.shape(a)
     if _masked(where):
         return _keep(g, shape, axis, keepdims) * np.broadcast_to(where, shape)
-    return _expand(g, shape, axis, keepdims)
+    return _keep(g, shape, axis, keepdims)     # broadcasts to ``shape``: a lazy cotangent
 
 
 defvjp(np.sum, _sum_vjp, fn=_sum)
@@ -260,7 +260,7 @@ def _mean_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False, *, whe
         n = np.sum(mask, axis=axes, keepdims=True)
         w = (mask / np.maximum(n, 1)).astype(a.dtype)
         return _keep(g, shape, axis, keepdims) * w
-    return _expand(g, shape, axis, keepdims) / max(_count(shape, axes), 1)
+    return _keep(g, shape, axis, keepdims) / max(_count(shape, axes), 1)   # lazy, as sum's
 
 
 defvjp(np.mean, _mean_vjp, fn=_mean)
