@@ -498,6 +498,12 @@ def test_entries_save_only_what_their_pullbacks_read():
     assert power._node.args[0] is x0 and power._node.ans is tr.data(power)
     squared = x ** 2                    # only the base's pullback runs: no output
     assert squared._node.ans is None
+    # a shape-only read of something that is not an array keeps it as it is
+    from tracked.registry import Primitive
+    from tracked.values import apply
+    prim = Primitive(lambda a, s: a * 1.0, [lambda g, ans, a, s: g * np.ones(np.shape(s)), None])
+    y = apply(prim, (x, [1.0, 2.0]), {})
+    assert y._node.args == (None, [1.0, 2.0])
     # the same operations, checked against finite differences to second order
     assert tr.gradcheck(lambda a, b: np.sum(a * 3.0 + np.sin(a) + np.exp(a) + (a - b)
                                             + a ** b + a ** 2) + np.sum(a),

@@ -12,9 +12,9 @@ consults; this module imports nothing from the rest of the package.
 A tape entry saves only what its pullbacks read (``Primitive.plan``), found from
 the pullbacks' bytecode: ``x * 100`` keeps ``100`` but not ``x``, ``a - b`` keeps
 nothing, ``np.sum(x)`` keeps ``x``'s shape and dtype.  Forward values are then
-freed as the user's code drops them, as in hand-written NumPy: a tape that kept
-every output measured 2.3x slower on long chains of 10^5-element operations,
-because each NumPy pass then wrote to memory that was no longer in cache.
+freed as the user's code drops them, as in hand-written NumPy (measured on W3,
+n = 10^5: 2 arrays kept after the forward pass instead of 7, a peak of 6 during
+the backward pass instead of 11).
 """
 import dis
 import types
@@ -30,7 +30,7 @@ ACCUMULATE = {}   # ufunc -> the function that ``ufunc.accumulate`` means (np.ad
 DROP, KEEP, META = 0, 1, 2
 _META_ATTRS = frozenset(('shape', 'dtype', 'ndim', 'size'))
 _META_CALLS = frozenset(('shape', 'ndim', 'size', 'shape_of'))   # np.shape(x), shape_of(x)
-_CALL_OPS = frozenset(('PRECALL', 'CALL', 'CALL_FUNCTION'))
+_CALL_OPS = frozenset(('PRECALL', 'CALL', 'CALL_FUNCTION', 'CALL_METHOD'))   # 3.10 to 3.13
 _ALL = (True, None, 0)       # reads ans, {position: how}, every position from 0 on
 
 
@@ -98,8 +98,9 @@ def _saver(how):
         nothing = (None,) * len(how)
         return lambda args: nothing
     from .tape import Meta     # registry imports nothing at import time (module docstring)
-    return lambda args: tuple([a if h == KEEP else None if h == DROP else Meta(a)
-                               for a, h in zip(args, how)])
+    # Only arrays become a Meta: a Python number or list has no ``shape`` to keep.
+    return lambda args: tuple([None if h == DROP else Meta(a) if h == META and
+                               hasattr(a, 'shape') else a for a, h in zip(args, how)])
 
 
 def identity(g, ans, *args, **kwargs):
@@ -130,7 +131,7 @@ class Primitive:
         self.name = name or getattr(fn, '__name__', repr(fn))
         self.view = view
         self.direct = direct   # forward handles lower-level tracked arguments itself
-        self.saves = {}        # (parent positions, number of arguments) -> plan()
+        self.saves = {}        # plan_key(parent positions, number of arguments) -> plan
         self.elementwise = elementwise   # pullbacks take any g that broadcasts to ans
         self.fast = None       # the eager fast paths' plans, made by fast_plans()
 
@@ -140,8 +141,8 @@ class Primitive:
 
         ``saver(args)`` gives the arguments as the entry keeps them (DROP/KEEP/META
         each); None means keep them all.  ``kept`` has a bit set for each argument
-        kept in any form (the eager fast paths test it inline: a call costs ~3% of
-        an operation).  Only the parents' pullbacks run, so only their reads count.
+        kept in any form (the eager fast paths test it inline: calling ``saver``
+        there cost ~1% of an operation).  Only the parents' pullbacks run, so only their reads count.
         Integer keys: hashing a tuple per operation cost ~1% of an operation.
         """
         plan = self.saves.get(key)
@@ -159,6 +160,7 @@ class Primitive:
             kept = sum(1 << j for j, h in enumerate(how) if h != DROP)
             plan = self.saves[key] = (keep_ans, _saver(tuple(how)), kept)
         return plan
+
     def fast_plans(self):
         """``kept`` bits of ``plan`` (with ``ANS`` when the output is kept) for the
         eager fast paths: a unary call, a binary one whose parent is argument 0, and

@@ -177,11 +177,6 @@ def _broadcasts(small, shape):
         a == 1 or a == b for a, b in zip(small, shape[len(shape) - k:]))
 
 
-def expand(g, shape):
-    """A lazy cotangent ``g`` at the full ``shape`` (a read-only view when plain)."""
-    return g if shape_of(g) == shape else np.broadcast_to(g, shape)
-
-
 def _keeps_lazy(node):
     """Whether ``node``'s pullbacks may receive a lazy cotangent: elementwise, and no
     parent was broadcast (a broadcast parent's cotangent must be summed, which
@@ -294,8 +289,8 @@ def backward(root, seed, retain=False, private=False, sparse=False):
     A pullback may return a cotangent smaller than its argument that broadcasts to
     it (``np.sum``'s is a 0-d value): these stay small through elementwise entries
     (``Primitive.elementwise``) whose parents all have the output's shape, and are
-    expanded for any other entry and at the leaves.  ``x * 100`` after a sum then costs no pass over
-    an array at all in the backward pass.
+    expanded for any other entry and at the leaves.  After a sum, ``x * 100`` then
+    costs no pass over an array in the backward pass.
 
     Entries are visited latest first from a heap keyed on their sequence number: an
     entry's parents are all older than it, so each is visited after every entry that
