@@ -142,7 +142,8 @@ class Primitive:
         ``saver(args)`` gives the arguments as the entry keeps them (DROP/KEEP/META
         each); None means keep them all.  ``kept`` has a bit set for each argument
         kept in any form (the eager fast paths test it inline: calling ``saver``
-        there cost ~1% of an operation).  Only the parents' pullbacks run, so only their reads count.
+        there cost ~1% of an operation).  Only the parents' pullbacks run, so only
+        their reads count.
         Integer keys: hashing a tuple per operation cost ~1% of an operation.
         """
         plan = self.saves.get(key)

@@ -90,8 +90,8 @@ _RULES = registry.RULES
 _Primitive = registry.Primitive
 
 
-# A non-leaf node's ``grad`` slot (unset until then) holds weak references to the tracked views of
-# its memory (``x[1:]``, ``x.T``, ...).  In-place writes are refused only while such a
+# A non-leaf node's ``grad`` slot (unset until then) holds weak references to the
+# tracked views of its memory (``x[1:]``, ``x.T``, ...).  In-place writes are refused only while such a
 # view is still alive: a temporary view (``y[1] = y[0] * 2``) is gone by the time of
 # the write.  A permanent "viewed" mark was rejected: it refused that common idiom.
 def _note_view(parents, ref):
@@ -210,7 +210,8 @@ def _binop(uf):
                         kept = (prim.fast or prim.fast_plans())[pos + 1]
                         # An untracked ``other`` is kept whatever the plan says: it
                         # is the caller's constant, so keeping it costs no memory.
-                        n.args = args if kept & bit else (None, other) if pos == 0 else (other, None)
+                        n.args = args if kept & bit else \
+                            (None, other) if pos == 0 else (other, None)
                         n.kwargs = _SAME_SHAPE if scalar else _NOKW
                         n.ans = ans if kept & _ANS else None
                         n.shape = node.shape if scalar else ans.shape
