@@ -493,7 +493,7 @@ def test_entries_save_only_what_their_pullbacks_read():
     assert diff._node.args == (None, None)
     total = np.sum(x)                   # needs the shape and dtype of x
     meta = total._node.args[0]
-    assert type(meta) is tp.Meta and (meta.shape, meta.dtype) == ((1000,), np.float64)
+    assert type(meta) is tr.registry.Meta and (meta.shape, meta.dtype) == ((1000,), np.float64)
     power = x ** other                  # both pullbacks run: x, y and the output
     assert power._node.args[0] is x0 and power._node.ans is tr.data(power)
     squared = x ** 2                    # only the base's pullback runs: no output

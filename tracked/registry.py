@@ -80,10 +80,12 @@ def _meta_read(ins, k):
 ANS = 1 << 30       # in ``Primitive.fast_plans``: the output is kept
 
 
-def plan_key(positions, nargs):
-    """``Primitive.plan``'s key: parents at ``positions`` among ``nargs`` arguments."""
+def plan_key(parents, nargs):
+    """``Primitive.plan``'s key: ``parents`` (position, node) pairs among ``nargs``
+    arguments.  Takes the pairs themselves: a list of positions built per operation
+    would cost more than the lookup it serves."""
     mask = 0
-    for p in positions:
+    for p, _ in parents:
         mask |= 1 << p
     if nargs > 0xffff:
         raise ValueError(f'{nargs} positional arguments to one operation; pass arrays in a list')
@@ -97,10 +99,18 @@ def _saver(how):
     if KEEP not in how and META not in how:
         nothing = (None,) * len(how)
         return lambda args: nothing
-    from .tape import Meta     # registry imports nothing at import time (module docstring)
     # Only arrays become a Meta: a Python number or list has no ``shape`` to keep.
     return lambda args: tuple([None if h == DROP else Meta(a) if h == META and
                                hasattr(a, 'shape') else a for a, h in zip(args, how)])
+
+
+class Meta:
+    """What an entry keeps of an argument its pullbacks read only the shape of."""
+
+    __slots__ = ('shape', 'dtype', 'ndim', 'size')
+
+    def __init__(self, x):
+        self.shape, self.dtype, self.ndim, self.size = x.shape, x.dtype, x.ndim, x.size
 
 
 def identity(g, ans, *args, **kwargs):
@@ -168,7 +178,8 @@ class Primitive:
         one whose parent is argument 1 (one attribute read instead of a dict lookup).
         """
         fast = []
-        for key in (plan_key((0,), 1), plan_key((0,), 2), plan_key((1,), 2)):
+        for key in (plan_key(((0, None),), 1), plan_key(((0, None),), 2),
+                    plan_key(((1, None),), 2)):
             try:
                 keep_ans, _, kept = self.plan(key)
             except (IndexError, TypeError):      # not a unary or binary primitive

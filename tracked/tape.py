@@ -50,7 +50,7 @@ class Node:
     (the eager fast paths leave a non-leaf's ``grad`` unset: read it with getattr).
 
     ``args`` and ``ans`` hold what the pullbacks read (None where they read nothing,
-    a ``Meta`` where they read only a shape); a leaf keeps its value in ``ans``.
+    a ``registry.Meta`` where they read only a shape); a leaf keeps its value in ``ans``.
 
     Made by ``new_node``, or slot by slot on the eager fast paths: a class without
     ``__init__`` is created at C speed, a Python ``__init__`` costs ~5% of an operation.
@@ -63,15 +63,6 @@ class Node:
         return f'<Node #{self.seq} {name} level={self.level} shape={self.shape}>'
 
 
-class Meta:
-    """What a pullback that reads only ``x.shape``/``x.dtype`` keeps of ``x``."""
-
-    __slots__ = ('shape', 'dtype', 'ndim', 'size')
-
-    def __init__(self, x):
-        self.shape, self.dtype, self.ndim, self.size = x.shape, x.dtype, x.ndim, x.size
-
-
 def new_node(prim, args, kwargs, ans, parents, level):
     """A tape entry; ``parents`` is a sequence of (argument position, parent node).
 
@@ -81,7 +72,8 @@ def new_node(prim, args, kwargs, ans, parents, level):
     node.prim = prim
     node.shape = shape_of(ans)
     if parents:
-        keep_ans, saver, _ = prim.plan(plan_key([p for p, _ in parents], len(args)))
+        key = plan_key(parents, len(args))
+        keep_ans, saver, _ = prim.saves.get(key) or prim.plan(key)
         if saver is not None:
             args = saver(args)
         if not keep_ans:
@@ -192,8 +184,7 @@ def _keeps_lazy(node):
 
 def _full(g, shape):
     """Lazy cotangent ``g`` as a writable array of ``shape`` (recorded when tracked)."""
-    g = np.broadcast_to(g, shape)
-    return np.copy(g)
+    return np.copy(np.broadcast_to(g, shape))
 
 
 class SparseCotangent:

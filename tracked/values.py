@@ -188,7 +188,7 @@ def box(ans, node):
 def _binop(uf):
     """``__op__`` and ``__rop__`` for ufunc ``uf``, with the tracked operand at ``pos``."""
     def make(pos):
-        bit = 1 << pos
+        bit, slot = 1 << pos, pos + 1       # this parent's bit, its Primitive.fast slot
         def method(self, other):
             # The eager fast path: one tracked operand holding a plain value, nothing
             # paused or recording.  Written out inline (no helper calls, Node filled
@@ -207,7 +207,7 @@ def _binop(uf):
                         t._value = ans
                         t._node = n = Node()
                         n.prim = prim
-                        kept = (prim.fast or prim.fast_plans())[pos + 1]
+                        kept = (prim.fast or prim.fast_plans())[slot]
                         # An untracked ``other`` is kept whatever the plan says: it
                         # is the caller's constant, so keeping it costs no memory.
                         n.args = args if kept & bit else \

@@ -44,19 +44,6 @@ def _keep(g, shape, axis, keepdims):
     return np.reshape(g, tuple(1 if i in axes else n for i, n in enumerate(shape)))
 
 
-def _expand(g, shape, axis, keepdims):
-    """Broadcast a reduced cotangent back to the input's shape."""
-    g = _keep(g, shape, axis, keepdims)
-    if isinstance(g, Tracked):
-        return np.broadcast_to(g, shape)
-    # plain cotangent (the common first-order case): np.full is 4x faster than
-    # np.broadcast_to for small arrays, whose Python-level setup dominates there; for
-    # large ones the read-only broadcast view saves writing a whole array
-    if math.prod(shape) > 32768:
-        return np.broadcast_to(g, shape)
-    return np.full(shape, g, dtype=getattr(g, 'dtype', None))
-
-
 def _count(shape, axes):
     return math.prod(shape[i] for i in axes)
 
