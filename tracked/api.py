@@ -140,7 +140,8 @@ def _seed(dy, out, single=False):
     if dy is None and single:
         if shape != ():
             raise ValueError(f'back(dy) needs dy for an output of shape {shape}')
-        dy = 1.0
+        dtype = ans.dtype           # the output's value dtype, also when it is tracked
+        return dtype.type(1.0) if dtype.kind == 'f' else np.float64(1.0)
     if isinstance(dy, Tracked):
         seed = dy
     else:
@@ -232,6 +233,9 @@ def _keep_arg(value, original):
 def _match(g, a):
     """Cotangent ``g`` as the gradient of argument leaf ``a``: same shape, a float dtype
     (``a``'s own if float), an array for an array, a scalar for a scalar."""
+    if type(g) is np.ndarray and type(a) is np.ndarray and g.dtype == a.dtype \
+            and g.flags.writeable:
+        return g                        # the common case: a float array argument
     if g is None or isinstance(g, Tracked):
         return g
     dtype = _float_dtype(a)
@@ -280,7 +284,7 @@ def _pullback(f, args):
 
 def _split_backend(f, args):
     """``gradient(f, adtype, *args)``: the backend, if the first argument is one."""
-    if args and _is_adtype(args[0]):
+    if args and type(args[0]) is not np.ndarray and _is_adtype(args[0]):
         return args[0], args[1:]
     return None, args
 

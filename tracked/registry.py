@@ -17,6 +17,7 @@ n = 10^5: 2 arrays kept after the forward pass instead of 7, a peak of 6 during
 the backward pass instead of 11).
 """
 import dis
+import math
 import types
 
 RULES = {}        # NumPy callable (ufunc, function, or operator.*) -> Primitive | composite
@@ -99,18 +100,36 @@ def _saver(how):
     if KEEP not in how and META not in how:
         nothing = (None,) * len(how)
         return lambda args: nothing
-    # Only arrays become a Meta: a Python number or list has no ``shape`` to keep.
-    return lambda args: tuple([None if h == DROP else Meta(a) if h == META and
-                               hasattr(a, 'shape') else a for a, h in zip(args, how)])
+    drops = tuple(j for j, h in enumerate(how) if h == DROP)
+    metas = tuple(j for j, h in enumerate(how) if h == META)
+
+    def save(args):         # loops over the positions to change: half a comprehension's cost
+        out = list(args)
+        for j in drops:
+            out[j] = None
+        for j in metas:
+            a = out[j]
+            if hasattr(a, 'shape'):    # a Python number or list has no shape to keep
+                out[j] = Meta(a)
+        return tuple(out)
+    return save
 
 
 class Meta:
-    """What an entry keeps of an argument its pullbacks read only the shape of."""
+    """What an entry keeps of an argument its pullbacks read only the shape of.
 
-    __slots__ = ('shape', 'dtype', 'ndim', 'size')
+    ``ndim`` and ``size`` are derived on demand: pullbacks rarely read them, and each
+    attribute read from the array at recording time costs on every such entry.
+    """
+
+    __slots__ = ('shape', 'dtype')
 
     def __init__(self, x):
-        self.shape, self.dtype, self.ndim, self.size = x.shape, x.dtype, x.ndim, x.size
+        self.shape = x.shape
+        self.dtype = x.dtype
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: math.prod(self.shape))
 
 
 def identity(g, ans, *args, **kwargs):

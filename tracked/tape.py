@@ -147,7 +147,7 @@ def unbroadcast(g, shape):
     is recorded like any pullback when ``g`` is tracked at an outer level.
     """
     gshape = shape_of(g)
-    if gshape == shape:
+    if gshape == shape or gshape == ():     # a 0-d g broadcasts to any shape: lazy
         return g
     extra = len(gshape) - len(shape)
     inner = tuple(i for i in range(max(extra, 0), len(gshape))
@@ -184,7 +184,14 @@ def _keeps_lazy(node):
 
 def _full(g, shape):
     """Lazy cotangent ``g`` as a writable array of ``shape`` (recorded when tracked)."""
+    if type(g) in _PLAIN:
+        out = np.empty(shape, g.dtype)      # np.broadcast_to's Python wrapper costs more
+        out[...] = g
+        return out
     return np.copy(np.broadcast_to(g, shape))
+
+
+_PLAIN = frozenset((np.ndarray, np.float64, np.float32, np.float16, np.longdouble))
 
 
 class SparseCotangent:
@@ -311,13 +318,14 @@ def backward(root, seed, retain=False, private=False, sparse=False):
                 if type(g) is SparseCotangent:
                     if not sparse:
                         g = g.dense()
-                elif lazies and not sparse and node in lazies and shape_of(g) != node.shape:
+                elif lazies and not sparse and node in lazies and \
+                        getattr(g, 'shape', ()) != node.shape:
                     g = _full(g, node.shape)
                 leaves[node] = g
             else:
                 if type(g) is SparseCotangent:
                     g = g.dense()
-                elif lazies and node in lazies and shape_of(g) != node.shape:
+                elif lazies and node in lazies and getattr(g, 'shape', ()) != node.shape:
                     if _keeps_lazy(node):   # then so may the cotangents it sends be
                         lazies.update([parent for _, parent in node.parents])
                     else:
