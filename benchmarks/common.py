@@ -41,6 +41,24 @@ def median_us(fn, min_time=0.3, max_repeats=2000, warmup=3):
     return float(np.median(times)) * 1e6
 
 
+def interleaved_us(fns, rounds=9, min_time=0.04, warmup=3):
+    """Median µs per call of each of ``fns`` ({label: fn}), measured in interleaved rounds.
+
+    A round times every function in turn for ``min_time``; a function's figure is the
+    median over rounds of its per-round medians.  This machine's speed drifts by up to
+    2x over seconds: measured one after the other, a ratio between two functions took
+    that drift (W3's ranged 1.24-2.0 across runs); interleaved, both see it alike.
+    """
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    per_round = {label: [] for label in fns}
+    for _ in range(rounds):
+        for label, fn in fns.items():
+            per_round[label].append(median_us(fn, min_time=min_time, warmup=0))
+    return {label: float(np.median(v)) for label, v in per_round.items()}
+
+
 def peer(name):
     """The peer module if installed, else None (peers are optional extras)."""
     try:

@@ -2,7 +2,7 @@
 import numpy as np
 
 import tracked as tr
-from common import median_us, peer
+from common import interleaved_us, peer
 
 # -------------------------------------------------------------------- W1 ------
 W1_STEPS = 200
@@ -28,17 +28,15 @@ def w1_numpy_grad(x):
 
 
 def w1(report, x0):
-    name = 'W1 µs/op'
-    per_op = lambda us: us / W1_OPS   # noqa: E731
-    report(name, 'NumPy forward (no gradient)', per_op(median_us(lambda: w1_f(x0))))
-    report(name, 'hand-written NumPy gradient', per_op(median_us(lambda: w1_numpy_grad(x0))))
-
     def tracked_eager():
         x = tr.param(x0)
         tr.back(w1_f(x))
         return x.grad
-    report(name, 'tracked eager (param/back)', per_op(median_us(tracked_eager)))
-    _peers(report, name, w1_f, (x0,), per_op)
+    _measure(report, 'W1 µs/op', {
+        'NumPy forward (no gradient)': lambda: w1_f(x0),
+        'hand-written NumPy gradient': lambda: w1_numpy_grad(x0),
+        'tracked eager (param/back)': tracked_eager,
+        **_peers(w1_f, (x0,))}, scale=lambda us: us / W1_OPS)
 
 
 # -------------------------------------------------------------------- W2 ------
@@ -81,12 +79,12 @@ def w2_numpy_grad(W1, b1, W2, b2, W3, b3, x, y):
 
 def w2(report, rng):
     params, x, y = w2_init(rng)
-    name = 'W2 MLP step'
-    report(name, 'NumPy forward (no gradient)', median_us(lambda: w2_loss(*params, x, y)))
-    report(name, 'hand-written NumPy gradient', median_us(lambda: w2_numpy_grad(*params, x, y)))
-    report(name, 'tracked eager (withgradient)',
-           median_us(lambda: tr.withgradient(lambda *p: w2_loss(*p, x, y), *params)))
-    _peers(report, name, w2_loss, (*params, x, y), nargs=len(params))
+    _measure(report, 'W2 MLP step', {
+        'NumPy forward (no gradient)': lambda: w2_loss(*params, x, y),
+        'hand-written NumPy gradient': lambda: w2_numpy_grad(*params, x, y),
+        'tracked eager (withgradient)':
+            lambda: tr.withgradient(lambda *p: w2_loss(*p, x, y), *params),
+        **_peers(w2_loss, (*params, x, y), nargs=len(params))})
 
 
 # -------------------------------------------------------------------- W3 ------
@@ -106,22 +104,31 @@ def w3_numpy_grad(x):
 
 def w3(report, rng, n):
     x0 = rng.standard_normal(n)
-    name = f'W3 n={n:g}'
-    report(name, 'hand-written NumPy gradient', median_us(lambda: w3_numpy_grad(x0)))
-    report(name, 'NumPy forward (no gradient)', median_us(lambda: w3_f(x0)))
-    report(name, 'tracked eager (withgradient)', median_us(lambda: tr.withgradient(w3_f, x0)))
-    _peers(report, name, w3_f, (x0,))
+    _measure(report, f'W3 n={n:g}', {
+        'hand-written NumPy gradient': lambda: w3_numpy_grad(x0),
+        'NumPy forward (no gradient)': lambda: w3_f(x0),
+        'tracked eager (withgradient)': lambda: tr.withgradient(w3_f, x0),
+        **_peers(w3_f, (x0,))})
+
+
+def _measure(report, name, fns, scale=lambda us: us):
+    """Report every implementation of one workload, timed in interleaved rounds (the
+    first is the reference of the ratios)."""
+    for label, us in interleaved_us(fns).items():
+        report(name, label, scale(us))
 
 
 # ------------------------------------------------------------------ peers -----
-def _peers(report, name, f, args, scale=lambda us: us, nargs=None):
-    """autograd and PyTorch eager, when installed (jax.jit is in compiled.py)."""
+def _peers(f, args, nargs=None):
+    """{label: call} for autograd and PyTorch eager, when installed (jax.jit is in
+    compiled.py).  ``f`` takes ``xp=`` (the array module) after ``args``."""
     nargs = len(args) if nargs is None else nargs
+    out = {}
     ag = peer('autograd')
     if ag is not None:
         import autograd.numpy as anp
         g = ag.value_and_grad(lambda *a: f(*a, xp=anp), list(range(nargs)))
-        report(name, 'HIPS autograd', scale(median_us(lambda: g(*args))))
+        out['HIPS autograd'] = lambda: g(*args)
     torch = peer('torch')
     if torch is not None:
         targs = [torch.tensor(a) for a in args]
@@ -132,9 +139,11 @@ def _peers(report, name, f, args, scale=lambda us: us, nargs=None):
             v.backward()
             return [p.grad for p in ps]
         try:
-            report(name, 'PyTorch eager (1 thread)', scale(median_us(run)))
+            run()
+            out['PyTorch eager (1 thread)'] = run
         except Exception as e:   # a workload spelled with NumPy-only calls
-            print(f'  (PyTorch skipped on {name}: {e})')
+            print(f'  (PyTorch skipped: {e})')
+    return out
 
 
 def run(report, wanted):
