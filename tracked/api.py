@@ -199,14 +199,20 @@ class _Args:
                 ls = _tree_leaves(a, _differentiable)
                 self.kinds.append(len(ls))
                 self.flat.extend(ls)
+        self.flat_only = all(k == 'leaf' for k in self.kinds)   # no trees, no constants
 
     def rebuild(self, values):
         """The arguments with their leaves replaced by ``values`` (flat, in order)."""
+        if self.flat_only:
+            return values
         return self._place(values, _keep_arg, keep_const=True)
 
     def gradients(self, cts, fn=None):
         """Per argument: the tree of ``fn(cotangent, leaf)``; None for the rest."""
-        return self._place(cts, fn or _match, keep_const=False)
+        fn = fn or _match
+        if self.flat_only:
+            return tuple([fn(g, a) for g, a in zip(cts, self.args)])
+        return self._place(cts, fn, keep_const=False)
 
     def _place(self, values, fn, keep_const):
         out = []

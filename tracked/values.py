@@ -96,8 +96,8 @@ def record(prim, vals, kwargs, ans, parents, key, level):
     node.level = level
     node.seq = _next_seq()
     node.grad = None
-    if prim.view:
-        _note_view(parents, weakref.ref(t))
+    if prim.view and (len(parents) > 1 or parents[0][1].prim is not None):
+        _note_view(parents, weakref.ref(t))     # (a view of a leaf needs no note)
     return t
 
 
