@@ -453,7 +453,7 @@ class Tracked:
 
     # -- indexing and mutation ---------------------------------------------------
     def __getitem__(self, idx):
-        if type(idx) is not slice:              # a slice holds no tracked index
+        if type(idx) is not slice:              # (_plain_index leaves a slice as it is)
             idx = _plain_index(self, idx)
         return call(operator.getitem, self, idx)
 
