@@ -631,3 +631,17 @@ def test_two_tracked_operands_mixed_dtypes_and_one_value_twice():
     assert x32.grad.dtype == np.float32
     np.testing.assert_allclose(x32.grad, [3.0 + 2.0, 4.0 + 4.0])
     np.testing.assert_allclose(y64.grad, [1.0, 2.0])
+
+
+def test_chain_whose_entry_is_both_operands():
+    # back() keeps a chain's cotangent out of its table; x * x must still add both halves
+    def f(x):
+        y = np.sin(x)
+        return np.sum((y * y) * y + y)
+    x0 = np.array([0.3, -1.2, 2.0])
+    expected = (3 * np.sin(x0) ** 2 + 1) * np.cos(x0)
+    x = tr.param(x0)
+    tr.back(f(x))
+    np.testing.assert_allclose(x.grad, expected, rtol=1e-14)
+    np.testing.assert_allclose(tr.gradient(f, x0)[0], expected, rtol=1e-14)
+    assert tr.gradcheck(f, x0, order=2)

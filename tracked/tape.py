@@ -295,16 +295,15 @@ def backward(root, seed, retain=False, private=False, sparse=False):
     sends it a cotangent.  This finds the entries that lead to ``root`` as it goes; a
     separate search and sort beforehand cost ~8% of an eager operation.
     """
-    cts = {root: seed}
+    cts = {}                # cotangents of entries waiting in the heap
     heap = []               # entries waiting for their turn, as (-seq, node)
     used = None if retain or private else []
     leaves = {}
     owned = set()
     lazies = set()          # entries whose cotangent may be smaller than them (see above)
-    node = root
+    node, g = root, seed
     try:
         while node is not None:
-            g = cts.pop(node)
             if owned:
                 owned.discard(id(g))
             args = node.args
@@ -356,14 +355,16 @@ def backward(root, seed, retain=False, private=False, sparse=False):
                             gi = unbroadcast(gi, pshape)
                             if shape_of(gi) != pshape:
                                 lazies.add(parent)
+                    if parent is nxt:           # x * x: the same entry twice
+                        nxt_g = _accumulate(nxt_g, gi, owned)
+                        continue
                     prev = cts.get(parent)
                     if prev is not None:
                         cts[parent] = _accumulate(prev, gi, owned)
-                        continue
-                    cts[parent] = gi
-                    if nxt is None:
-                        nxt = parent
+                    elif nxt is None:           # its cotangent stays local (a chain)
+                        nxt, nxt_g = parent, gi
                     else:
+                        cts[parent] = gi
                         heappush(heap, (-parent.seq, parent))
             if private:
                 node.args = None
@@ -371,11 +372,17 @@ def backward(root, seed, retain=False, private=False, sparse=False):
             elif used is not None:
                 used.append(node)
             if nxt is None:
-                node = heappop(heap)[1] if heap else None
+                if heap:
+                    node = heappop(heap)[1]
+                    g = cts.pop(node)
+                else:
+                    node = None
             elif heap and -heap[0][0] > nxt.seq:
+                cts[nxt] = nxt_g
                 node = heappushpop(heap, (-nxt.seq, nxt))[1]
+                g = cts.pop(node)
             else:
-                node = nxt
+                node, g = nxt, nxt_g
     except Exception as e:
         if node.prim is not None and not isinstance(e, GraphReleasedError):
             e.add_note(f'(raised by the pullback of {node.prim.name} during back)')
