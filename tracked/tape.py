@@ -52,7 +52,8 @@ class Node:
     ``args`` and ``ans`` hold what the pullbacks read (None where they read nothing,
     a ``registry.Meta`` where they read only a shape); a leaf keeps its value in ``ans``.
 
-    Made by ``new_node``, or slot by slot on the eager fast paths: a class without
+    Made by ``new_node``, or slot by slot by ``values.record`` and the eager fast
+    paths: a class without
     ``__init__`` is created at C speed, a Python ``__init__`` costs ~5% of an operation.
     """
 

@@ -218,8 +218,8 @@ def _binop(uf):
             node = self._node
             v = self._value
             scalar = type(other) in _REAL_SCALARS
-            if not (_tape._special_threads or (not scalar and isinstance(other, Tracked))
-                    or isinstance(v, Tracked)):
+            both = not scalar and isinstance(other, Tracked)
+            if not (_tape._special_threads or both or isinstance(v, Tracked)):
                 prim = _RULES.get(uf)
                 if type(prim) is _Primitive:
                     args = (v, other) if pos == 0 else (other, v)
@@ -241,7 +241,7 @@ def _binop(uf):
                         n.level = node.level
                         n.seq = _next_seq()
                         return t
-            elif not scalar and not _tape._special_threads and isinstance(other, Tracked):
+            elif both and not _tape._special_threads:
                 # Both operands tracked (a - b): when they are at one level and hold plain
                 # values, skip apply's search for tracked arguments (a third of its cost).
                 onode = other._node
