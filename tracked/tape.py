@@ -53,8 +53,8 @@ class Node:
     a ``registry.Meta`` where they read only a shape); a leaf keeps its value in ``ans``.
 
     Made by ``new_node``, or slot by slot by ``values.record`` and the eager fast
-    paths: a class without
-    ``__init__`` is created at C speed, a Python ``__init__`` costs ~5% of an operation.
+    paths: a class without ``__init__`` is created at C speed, a Python ``__init__``
+    costs ~5% of an operation.
     """
 
     __slots__ = ('prim', 'args', 'kwargs', 'ans', 'shape', 'parents', 'seq', 'level', 'grad')
