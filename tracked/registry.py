@@ -156,11 +156,18 @@ class Primitive:
     tracked values itself instead of being recorded once per level.
     ``elementwise`` marks pullbacks that accept a cotangent smaller than the output
     that broadcasts to it (``defvjp`` sets it for ufuncs without a core signature).
+    ``kernel`` is how a compiled tape computes the forward: a scalar expression
+    template for an elementwise operation (``'({0} * {1})'``: the operands by
+    position), or the name of a pattern the compiler knows (``'sum'``, ``'matmul'``,
+    ``'scatter_add'``, ...); None runs it in NumPy.  The compiler keys on this field,
+    never on ``name``, so renaming a rule changes nothing it fuses.
     """
 
-    __slots__ = ('fn', 'vjps', 'name', 'view', 'direct', 'saves', 'elementwise', 'fast')
+    __slots__ = ('fn', 'vjps', 'name', 'view', 'direct', 'saves', 'elementwise', 'fast',
+                 'kernel')
 
-    def __init__(self, fn, vjps, name=None, view=False, direct=False, elementwise=False):
+    def __init__(self, fn, vjps, name=None, view=False, direct=False, elementwise=False,
+                 kernel=None):
         self.fn = fn
         self.vjps = tuple(vjps)
         self.name = name or getattr(fn, '__name__', repr(fn))
@@ -169,6 +176,7 @@ class Primitive:
         self.saves = {}        # plan_key(parent positions, number of arguments) -> plan
         self.elementwise = elementwise   # pullbacks take any g that broadcasts to ans
         self.fast = None       # the eager fast paths' plans, made by fast_plans()
+        self.kernel = kernel   # the compiled tape's form of the forward (see above)
 
     def plan(self, key):
         """``(keep ans?, saver, kept)`` for an entry whose parents sit at the positions
@@ -217,14 +225,15 @@ class Primitive:
         return f'<Primitive {self.name}>'
 
 
-def defvjp(fun, *vjps, fn=None, name=None, view=False):
+def defvjp(fun, *vjps, fn=None, name=None, view=False, kernel=None):
     """Register ``fun`` as a primitive whose pullbacks are ``vjps`` (one per argument).
 
-    ``fn`` is the forward function when it is not ``fun`` itself.
+    ``fn`` is the forward function when it is not ``fun`` itself; ``kernel`` its
+    compiled-tape form (see ``Primitive``).
     """
     elementwise = type(fun).__name__ == 'ufunc' and fun.signature is None
     prim = Primitive(fn or fun, vjps, name=name or _name(fun), view=view,
-                     elementwise=elementwise)
+                     elementwise=elementwise, kernel=kernel)
     RULES[fun] = prim
     return prim
 
@@ -235,14 +244,14 @@ def defcomposite(fun, impl):
     return impl
 
 
-def nondifferentiable(*funs):
-    """Mark NumPy callables whose results are plain (comparisons, argmax, shapes, ...)."""
+def nondifferentiable(*funs, kernel=None):
+    """Mark NumPy callables whose results are plain (comparisons, argmax, shapes, ...).
+
+    ``kernel``: the compiled tape's scalar template for them (comparisons are fused
+    into elementwise loops); the value stored in ``NONDIFF``, True without one.
+    """
     for f in funs:
-        NONDIFF[f] = True
-
-
-def lookup(fun):
-    return RULES.get(fun)
+        NONDIFF[f] = kernel or True
 
 
 def _name(fun):

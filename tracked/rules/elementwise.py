@@ -53,24 +53,27 @@ def _zero(g, ans, *args, **kwargs):
 # Arithmetic
 # --------------------------------------------------------------------------
 
-defvjp(np.add, identity, identity)
-defvjp(np.subtract, identity, lambda g, ans, x, y: -g)
-defvjp(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x)
+defvjp(np.add, identity, identity, kernel='({0} + {1})')
+defvjp(np.subtract, identity, lambda g, ans, x, y: -g, kernel='({0} - {1})')
+defvjp(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x,
+       kernel='({0} * {1})')
 defvjp(np.true_divide, lambda g, ans, x, y: g / y,            # np.divide is np.true_divide
-       lambda g, ans, x, y: -g * ans / y)
-defvjp(np.negative, lambda g, ans, x: -g)
-defvjp(np.positive, identity)
-defvjp(np.reciprocal, lambda g, ans, x: -g * ans * ans)
-defvjp(np.square, lambda g, ans, x: g * 2.0 * x)    # a 0-d g (lazy): one pass
-defvjp(np.sqrt, lambda g, ans, x: g / (2.0 * ans))
-defvjp(np.cbrt, lambda g, ans, x: g / (3.0 * ans * ans))
-defvjp(np.absolute, lambda g, ans, x: g * np.sign(x))         # np.abs is np.absolute
-defvjp(np.fabs, lambda g, ans, x: g * np.sign(x))
+       lambda g, ans, x, y: -g * ans / y, kernel='({0} / {1})')
+defvjp(np.negative, lambda g, ans, x: -g, kernel='(-{0})')
+defvjp(np.positive, identity, kernel='{0}')
+defvjp(np.reciprocal, lambda g, ans, x: -g * ans * ans, kernel='(1.0 / {0})')
+defvjp(np.square, lambda g, ans, x: g * 2.0 * x,    # a 0-d g (lazy): one pass
+       kernel='({0} * {0})')
+defvjp(np.sqrt, lambda g, ans, x: g / (2.0 * ans), kernel='np.sqrt({0})')
+defvjp(np.cbrt, lambda g, ans, x: g / (3.0 * ans * ans), kernel='np.cbrt({0})')
+defvjp(np.absolute, lambda g, ans, x: g * np.sign(x),         # np.abs is np.absolute
+       kernel='abs({0})')
+defvjp(np.fabs, lambda g, ans, x: g * np.sign(x), kernel='abs({0})')
 # remainder (np.mod): ans = x - floor(x / y) * y; fmod truncates instead of flooring.
 defvjp(np.remainder, identity,
        lambda g, ans, x, y: -g * np.floor_divide(x, y))
 defvjp(np.fmod, identity,
-       lambda g, ans, x, y: -g * np.trunc(x / y))
+       lambda g, ans, x, y: -g * np.trunc(x / y), kernel='np.fmod({0}, {1})')
 defvjp(np.floor_divide, _zero, _zero)
 
 
@@ -102,7 +105,7 @@ def _power_vjps(power):
 
 # The forward is ``x ** y``: ndarray's operator has fast paths (x**2 as a square, x**0.5
 # as a square root) that the np.power ufunc called directly does not take.
-defvjp(np.power, *_power_vjps(np.power), fn=operator.pow, name='np.power')
+defvjp(np.power, *_power_vjps(np.power), fn=operator.pow, name='np.power', kernel='power')
 defvjp(np.float_power, *_power_vjps(np.float_power))
 
 
@@ -110,42 +113,45 @@ defvjp(np.float_power, *_power_vjps(np.float_power))
 # Exponentials and logarithms
 # --------------------------------------------------------------------------
 
-defvjp(np.exp, lambda g, ans, x: g * ans)
-defvjp(np.exp2, lambda g, ans, x: g * (ans * _LN2))
-defvjp(np.expm1, lambda g, ans, x: g * (ans + 1.0))
-defvjp(np.log, lambda g, ans, x: g / x)
-defvjp(np.log2, lambda g, ans, x: g / (x * _LN2))
-defvjp(np.log10, lambda g, ans, x: g / (x * _LN10))
-defvjp(np.log1p, lambda g, ans, x: g / (x + 1.0))
+defvjp(np.exp, lambda g, ans, x: g * ans, kernel='np.exp({0})')
+defvjp(np.exp2, lambda g, ans, x: g * (ans * _LN2), kernel='np.exp2({0})')
+defvjp(np.expm1, lambda g, ans, x: g * (ans + 1.0), kernel='np.expm1({0})')
+defvjp(np.log, lambda g, ans, x: g / x, kernel='np.log({0})')
+defvjp(np.log2, lambda g, ans, x: g / (x * _LN2), kernel='np.log2({0})')
+defvjp(np.log10, lambda g, ans, x: g / (x * _LN10), kernel='np.log10({0})')
+defvjp(np.log1p, lambda g, ans, x: g / (x + 1.0), kernel='np.log1p({0})')
 defvjp(np.logaddexp, lambda g, ans, x, y: g * np.exp(x - ans),
-       lambda g, ans, x, y: g * np.exp(y - ans))
+       lambda g, ans, x, y: g * np.exp(y - ans), kernel='np.logaddexp({0}, {1})')
 defvjp(np.logaddexp2, lambda g, ans, x, y: g * np.exp2(x - ans),
-       lambda g, ans, x, y: g * np.exp2(y - ans))
+       lambda g, ans, x, y: g * np.exp2(y - ans), kernel='np.logaddexp2({0}, {1})')
 
 
 # --------------------------------------------------------------------------
 # Trigonometric and hyperbolic
 # --------------------------------------------------------------------------
 
-defvjp(np.sin, lambda g, ans, x: g * np.cos(x))
-defvjp(np.cos, lambda g, ans, x: -g * np.sin(x))
-defvjp(np.tan, lambda g, ans, x: g * (1.0 + ans * ans))
-defvjp(np.arcsin, lambda g, ans, x: g / np.sqrt(1.0 - x * x))
-defvjp(np.arccos, lambda g, ans, x: -g / np.sqrt(1.0 - x * x))
-defvjp(np.arctan, lambda g, ans, x: g / (1.0 + x * x))
+defvjp(np.sin, lambda g, ans, x: g * np.cos(x), kernel='np.sin({0})')
+defvjp(np.cos, lambda g, ans, x: -g * np.sin(x), kernel='np.cos({0})')
+defvjp(np.tan, lambda g, ans, x: g * (1.0 + ans * ans), kernel='np.tan({0})')
+defvjp(np.arcsin, lambda g, ans, x: g / np.sqrt(1.0 - x * x), kernel='np.arcsin({0})')
+defvjp(np.arccos, lambda g, ans, x: -g / np.sqrt(1.0 - x * x), kernel='np.arccos({0})')
+defvjp(np.arctan, lambda g, ans, x: g / (1.0 + x * x), kernel='np.arctan({0})')
 defvjp(np.arctan2, lambda g, ans, y, x: g * x / (x * x + y * y),
-       lambda g, ans, y, x: -g * y / (x * x + y * y))
-defvjp(np.hypot, lambda g, ans, x, y: g * (x / ans), lambda g, ans, x, y: g * (y / ans))
-defvjp(np.sinh, lambda g, ans, x: g * np.cosh(x))
-defvjp(np.cosh, lambda g, ans, x: g * np.sinh(x))
-defvjp(np.tanh, lambda g, ans, x: g * (1.0 - ans * ans))
-defvjp(np.arcsinh, lambda g, ans, x: g / np.sqrt(x * x + 1.0))
-defvjp(np.arccosh, lambda g, ans, x: g / np.sqrt(x * x - 1.0))
-defvjp(np.arctanh, lambda g, ans, x: g / (1.0 - x * x))
-defvjp(np.deg2rad, lambda g, ans, x: g * _RAD)
-defvjp(np.radians, lambda g, ans, x: g * _RAD)       # a distinct ufunc object from deg2rad
-defvjp(np.rad2deg, lambda g, ans, x: g * _DEG)
-defvjp(np.degrees, lambda g, ans, x: g * _DEG)       # a distinct ufunc object from rad2deg
+       lambda g, ans, y, x: -g * y / (x * x + y * y), kernel='np.arctan2({0}, {1})')
+defvjp(np.hypot, lambda g, ans, x, y: g * (x / ans), lambda g, ans, x, y: g * (y / ans),
+       kernel='np.hypot({0}, {1})')
+defvjp(np.sinh, lambda g, ans, x: g * np.cosh(x), kernel='np.sinh({0})')
+defvjp(np.cosh, lambda g, ans, x: g * np.sinh(x), kernel='np.cosh({0})')
+defvjp(np.tanh, lambda g, ans, x: g * (1.0 - ans * ans), kernel='np.tanh({0})')
+defvjp(np.arcsinh, lambda g, ans, x: g / np.sqrt(x * x + 1.0), kernel='np.arcsinh({0})')
+defvjp(np.arccosh, lambda g, ans, x: g / np.sqrt(x * x - 1.0), kernel='np.arccosh({0})')
+defvjp(np.arctanh, lambda g, ans, x: g / (1.0 - x * x), kernel='np.arctanh({0})')
+defvjp(np.deg2rad, lambda g, ans, x: g * _RAD, kernel='np.deg2rad({0})')
+defvjp(np.radians, lambda g, ans, x: g * _RAD,       # a distinct ufunc object from deg2rad
+       kernel='np.radians({0})')
+defvjp(np.rad2deg, lambda g, ans, x: g * _DEG, kernel='np.rad2deg({0})')
+defvjp(np.degrees, lambda g, ans, x: g * _DEG,       # a distinct ufunc object from rad2deg
+       kernel='np.degrees({0})')
 
 
 def _sinc_vjp(g, ans, x):
@@ -171,7 +177,7 @@ def _picked_other(g, ans, a, b):
 
 
 for _f in (np.maximum, np.minimum, np.fmax, np.fmin):
-    defvjp(_f, _picked, _picked_other)
+    defvjp(_f, _picked, _picked_other, kernel=f'np.{_f.__name__}({{0}}, {{1}})')
 
 
 def _clip_bounds(rest, kwargs):
@@ -198,19 +204,21 @@ def _clip_hi(g, ans, a, *rest, **kwargs):
     return g * ((ans == hi) & (ans != a))
 
 
-defvjp(np.clip, _clip_a, _clip_lo, _clip_hi)
+defvjp(np.clip, _clip_a, _clip_lo, _clip_hi, kernel='clip')
 
 # np.where(cond, x, y): the condition carries no gradient.  One-argument np.where
 # (indices) returns plain arrays: a tracked condition is position 0, which has no
 # pullback, so nothing is recorded.
 defvjp(np.where, None,
        lambda g, ans, c, x, y: np.where(c, g, 0.0),
-       lambda g, ans, c, x, y: np.where(c, 0.0, g))
+       lambda g, ans, c, x, y: np.where(c, 0.0, g), kernel='({1} if {0} else {2})')
 
 
 # --------------------------------------------------------------------------
 # Piecewise constant: zero gradient
 # --------------------------------------------------------------------------
 
-for _f in (np.floor, np.ceil, np.trunc, np.rint, np.sign, np.round, np.around):
+for _f in (np.floor, np.ceil, np.trunc, np.rint, np.sign):
+    defvjp(_f, _zero, kernel=f'np.{_f.__name__}({{0}})')
+for _f in (np.round, np.around):
     defvjp(_f, _zero)

@@ -72,7 +72,7 @@ def _scatter_add_fwd(g, idx, shape, unique=None):
 
 
 _scatter = Primitive(_scatter_add_fwd, (lambda g, ans, h, idx, shape, unique=None: g[idx],),
-                     name='scatter_add')
+                     name='scatter_add', kernel='scatter_add')
 
 
 def scatter_add(g, idx, shape, unique=None):
@@ -122,8 +122,10 @@ def _getitem_vjp(g, ans, x, idx):
     return SparseCotangent(g, idx, shape_of(x), not has_int_arrays(idx))
 
 
-_getitem_view = Primitive(operator.getitem, (_getitem_vjp,), name='operator.getitem', view=True)
-_getitem_copy = Primitive(operator.getitem, (_getitem_vjp,), name='operator.getitem')
+_getitem_view = Primitive(operator.getitem, (_getitem_vjp,), name='operator.getitem', view=True,
+                          kernel='getitem')
+_getitem_copy = Primitive(operator.getitem, (_getitem_vjp,), name='operator.getitem',
+                          kernel='getitem')
 _KEY_X = plan_key(((0, None),), 2)      # the save plan's key when x (not idx) is tracked
 
 

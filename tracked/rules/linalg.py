@@ -146,7 +146,7 @@ def _matmul_vjp_b(g, ans, a, b, **kwargs):
     return _mT(a) @ g
 
 
-defvjp(np.matmul, _matmul_vjp_a, _matmul_vjp_b, fn=_matmul)
+defvjp(np.matmul, _matmul_vjp_a, _matmul_vjp_b, fn=_matmul, kernel='matmul')
 
 
 # --------------------------------------------------------------------------

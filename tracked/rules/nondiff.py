@@ -11,10 +11,16 @@ import numpy as np
 from ..registry import nondifferentiable, defcomposite
 from ..values import Tracked, call_nondiff, plain
 
+# comparison and logical ufuncs, with their compiled-tape templates
+for _f, _kernel in ((np.less, '({0} < {1})'), (np.less_equal, '({0} <= {1})'),
+                    (np.greater, '({0} > {1})'), (np.greater_equal, '({0} >= {1})'),
+                    (np.equal, '({0} == {1})'), (np.not_equal, '({0} != {1})'),
+                    (np.logical_and, '({0} and {1})'), (np.logical_or, '({0} or {1})'),
+                    (np.logical_not, '(not {0})')):
+    nondifferentiable(_f, kernel=_kernel)
+
 nondifferentiable(
-    # comparison and logical ufuncs
-    np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal,
-    np.logical_and, np.logical_or, np.logical_not, np.logical_xor,
+    np.logical_xor,
     # predicates
     np.isnan, np.isinf, np.isfinite, np.isneginf, np.isposinf, np.signbit,
     np.isclose, np.allclose, np.array_equal, np.array_equiv,

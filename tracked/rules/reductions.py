@@ -220,7 +220,7 @@ def _sum_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False, initial
     return _keep(g, shape, axis, keepdims)     # broadcasts to ``shape``: a lazy cotangent
 
 
-defvjp(np.sum, _sum_vjp, fn=_sum)
+defvjp(np.sum, _sum_vjp, fn=_sum, kernel='sum')
 
 
 def _nansum(a, axis=None, dtype=None, out=None, *rest, **kw):
@@ -255,7 +255,7 @@ def _mean_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False, *, whe
     return _keep(g, shape, axis, keepdims) / max(_count(shape, axes), 1)   # lazy, as sum's
 
 
-defvjp(np.mean, _mean_vjp, fn=_mean)
+defvjp(np.mean, _mean_vjp, fn=_mean, kernel='mean')
 
 
 def _nanmean(a, axis=None, dtype=None, out=None, *rest, **kw):
@@ -326,9 +326,10 @@ def _chooser_vjp(g, ans, a, axis=None, out=None, keepdims=False, initial=None, w
     return _keep(g, shape, axis, keepdims) * w
 
 
-for _fn, _name in ((np.max, 'max'), (np.amax, 'amax'), (np.min, 'min'), (np.amin, 'amin'),
-                   (np.nanmax, 'nanmax'), (np.nanmin, 'nanmin')):
-    defvjp(_fn, _chooser_vjp, fn=_chooser(_fn, _name))
+for _fn, _name, _kernel in ((np.max, 'max', 'max'), (np.amax, 'amax', 'max'),
+                            (np.min, 'min', 'min'), (np.amin, 'amin', 'min'),
+                            (np.nanmax, 'nanmax', None), (np.nanmin, 'nanmin', None)):
+    defvjp(_fn, _chooser_vjp, fn=_chooser(_fn, _name), kernel=_kernel)
 
 
 # --------------------------------------------------------------------------

@@ -91,7 +91,7 @@ defvjp(np.roll, lambda g, ans, x, shift, axis=None: np.roll(g, _negate_shift(shi
 defvjp(np.rot90, lambda g, ans, x, k=1, axes=(0, 1): np.rot90(g, -k, axes), view=True)
 defvjp(np.triu, lambda g, ans, x, k=0: np.triu(g, k))
 defvjp(np.tril, lambda g, ans, x, k=0: np.tril(g, k))
-defvjp(np.copy, identity)             # also .copy()
+defvjp(np.copy, identity, kernel='copy')             # also .copy()
 
 
 def _broadcast_arrays(*args, **kwargs):
@@ -131,7 +131,8 @@ def _cast_like(g, x):
     return np.asarray(g, dtype=dtype)
 
 
-_astype = Primitive(_astype_fwd, (lambda g, ans, x, dtype: _cast_like(g, x),), name='astype')
+_astype = Primitive(_astype_fwd, (lambda g, ans, x, dtype: _cast_like(g, x),), name='astype',
+                    kernel='astype')
 
 
 def _astype_composite(x, dtype, **kwargs):
