@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tracked as tr
-from tracked import tape as tp
+from tracked import registry, tape as tp
 from tracked.api import vjp
 from tracked.tape import GraphReleasedError
 
@@ -614,7 +614,7 @@ def test_two_tracked_operands_on_the_fast_path(xshape, yshape, op):
     x, y = tr.param(x0), tr.param(y0)
     out = op(x, y)
     # equal shapes: no unbroadcast test in back(); different ones keep it
-    assert (out._node.kwargs is tp.SAME_SHAPE) == (xshape == yshape)
+    assert out._node.same_shape == (xshape == yshape)
     tr.back(f(x, y))
     gx, gy = tr.gradient(f, x0, y0)
     assert x.grad.shape == xshape and y.grad.shape == yshape
@@ -645,3 +645,40 @@ def test_chain_whose_entry_is_both_operands():
     np.testing.assert_allclose(x.grad, expected, rtol=1e-14)
     np.testing.assert_allclose(tr.gradient(f, x0)[0], expected, rtol=1e-14)
     assert tr.gradcheck(f, x0, order=2)
+
+
+# --- every builder of entries builds the same entry -------------------------------------
+
+def _same_entry(fast, general):
+    """``fast`` (built inline by an eager fast path) equals ``general`` (``new_node``)."""
+    assert fast.prim is general.prim
+    assert fast.kwargs == general.kwargs
+    assert (fast.ans is None) == (general.ans is None)
+    assert fast.shape == general.shape and fast.level == general.level
+    assert fast.same_shape == general.same_shape
+    assert [(p, n) for p, n in fast.parents] == [(p, n) for p, n in general.parents]
+    assert len(fast.args) == len(general.args)
+    for a, b in zip(fast.args, general.args):
+        if isinstance(b, registry.Meta):     # a fast path may keep the value itself
+            assert np.shape(a) == b.shape and a.dtype == b.dtype
+        else:
+            assert a is b or (not isinstance(a, np.ndarray) and a == b)
+
+
+@pytest.mark.parametrize('build, inputs', [
+    (lambda x, y, z: np.sin(x), lambda x, y, z: (tr.data(x),)),                # unary ufunc
+    (lambda x, y, z: x * 2.0, lambda x, y, z: (tr.data(x), 2.0)),              # scalar operand
+    (lambda x, y, z: 2.0 - x, lambda x, y, z: (2.0, tr.data(x))),
+    (lambda x, y, z: x ** 2, lambda x, y, z: (tr.data(x), 2)),
+    (lambda x, y, z: x - y, lambda x, y, z: (tr.data(x), tr.data(y))),         # two tracked
+    (lambda x, y, z: x * z, lambda x, y, z: (tr.data(x), tr.data(z))),         # broadcasting
+    (lambda x, y, z: x[1:], lambda x, y, z: (tr.data(x), slice(1, None))),     # x[a:b]
+])
+def test_fast_paths_build_the_entry_new_node_builds(build, inputs):
+    x, y = tr.param(np.array([0.5, 1.5, 2.5])), tr.param(np.array([1.0, 2.0, 3.0]))
+    z = tr.param(np.array([4.0]))
+    out = build(x, y, z)
+    n = out._node
+    general = tp.new_node(n.prim, inputs(x, y, z), dict(n.kwargs), tr.data(out), n.parents,
+                          n.level, n.same_shape)
+    _same_entry(n, general)

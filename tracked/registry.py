@@ -80,6 +80,12 @@ def _meta_read(ins, k):
 
 ANS = 1 << 30       # in ``Primitive.fast_plans``: the output is kept
 
+# A save-plan key is one integer: the bit mask of the parents' argument positions,
+# shifted left by KEY_SHIFT, or'ed with the number of arguments (below MAX_ARGS).
+# Integer keys: hashing a tuple per operation cost ~1% of an operation.
+KEY_SHIFT = 16
+MAX_ARGS = (1 << KEY_SHIFT) - 1
+
 
 def plan_key(parents, nargs):
     """``Primitive.plan``'s key: ``parents`` (position, node) pairs among ``nargs``
@@ -88,9 +94,14 @@ def plan_key(parents, nargs):
     mask = 0
     for p, _ in parents:
         mask |= 1 << p
-    if nargs > 0xffff:
+    if nargs > MAX_ARGS:
         raise ValueError(f'{nargs} positional arguments to one operation; pass arrays in a list')
-    return mask << 16 | nargs
+    return mask << KEY_SHIFT | nargs
+
+
+# Primitives the core's eager fast paths record directly, registered by the rule
+# module that defines them (the core imports no rule module): 'slice' is x[a:b].
+FAST = {}
 
 
 def _saver(how):
@@ -180,18 +191,17 @@ class Primitive:
 
     def plan(self, key):
         """``(keep ans?, saver, kept)`` for an entry whose parents sit at the positions
-        of the bits of ``key >> 16`` among ``key & 0xffff`` arguments (``plan_key``).
+        of the bits of ``key >> KEY_SHIFT`` among ``key & MAX_ARGS`` arguments (``plan_key``).
 
         ``saver(args)`` gives the arguments as the entry keeps them (DROP/KEEP/META
         each); None means keep them all.  ``kept`` has a bit set for each argument
         kept in any form (the eager fast paths test it inline: calling ``saver``
         there cost ~1% of an operation).  Only the parents' pullbacks run, so only
         their reads count.
-        Integer keys: hashing a tuple per operation cost ~1% of an operation.
         """
         plan = self.saves.get(key)
         if plan is None:
-            mask, nargs = key >> 16, key & 0xffff
+            mask, nargs = key >> KEY_SHIFT, key & MAX_ARGS
             keep_ans = False
             how = [DROP] * nargs
             for p in range(mask.bit_length()):
@@ -201,6 +211,12 @@ class Primitive:
                     for j in range(nargs):
                         h = KEEP if rest is not None and j >= rest else reads.get(j, DROP)
                         how[j] = max(how[j], h)
+            for j in range(nargs):
+                # An argument that is not a parent is the caller's constant (or a value
+                # of an outer level): keeping it costs no memory, and the eager fast
+                # paths keep it without asking, so every builder saves the same.
+                if not mask >> j & 1:
+                    how[j] = KEEP
             kept = sum(1 << j for j, h in enumerate(how) if h != DROP)
             plan = self.saves[key] = (keep_ans, _saver(tuple(how)), kept)
         return plan

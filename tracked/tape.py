@@ -22,8 +22,6 @@ This module knows nothing of NumPy's function list; rules live in ``tracked.rule
 import itertools
 import threading
 from heapq import heappop, heappush, heappushpop
-from types import MappingProxyType
-
 import numpy as np
 
 from .registry import identity, plan_key
@@ -35,10 +33,6 @@ _state = threading.local()        # per-thread switches: recording paused, activ
 # operation skips both thread-local lookups with one test (relies on the GIL).
 _special_threads = 0
 
-# The ``kwargs`` of an entry that takes no keywords and whose pullbacks return exactly
-# their parents' shapes (a unary ufunc; a binary one with a scalar operand): the eager
-# fast paths know this for free, and ``backward`` then skips the unbroadcast test.
-SAME_SHAPE = MappingProxyType({})     # read-only: one object shared by every such entry
 
 
 class GraphReleasedError(RuntimeError):
@@ -46,25 +40,38 @@ class GraphReleasedError(RuntimeError):
 
 
 class Node:
-    """One tape entry.  A leaf has ``prim is None``; its ``grad`` is a buffer or None
-    (the eager fast paths leave a non-leaf's ``grad`` unset: read it with getattr).
+    """One tape entry.
 
-    ``args`` and ``ans`` hold what the pullbacks read (None where they read nothing,
-    a ``registry.Meta`` where they read only a shape); a leaf keeps its value in ``ans``.
+    - ``prim``: the ``registry.Primitive`` (None for a leaf);
+    - ``args``, ``kwargs``, ``ans``: what the pullbacks read (None where they read
+      nothing, a ``registry.Meta`` where they read only a shape); a leaf keeps its
+      value in ``ans``;
+    - ``shape``: the output's shape; ``parents``: (argument position, Node) pairs of
+      the tracked arguments at this entry's ``level``; ``seq``: the global order;
+    - ``same_shape``: True when the pullbacks return exactly their parents' shapes (a
+      unary ufunc; a binary one with a scalar operand or operands of one shape), so
+      ``backward`` skips the unbroadcast test; the eager fast paths know it for free;
+    - ``grad``: a leaf's gradient buffer (None for leaves without one); never set on
+      other entries;
+    - ``views``: weak references to tracked views of a non-leaf's memory (``x[1:]``,
+      ``x.T``), for refusing in-place writes NumPy would propagate; unset until the
+      first view is noted (read it with getattr).
 
     Made by ``new_node``, or slot by slot by ``values.record`` and the eager fast
-    paths: a class without ``__init__`` is created at C speed, a Python ``__init__``
-    costs ~5% of an operation.
+    paths (``tests/test_tape.py`` checks that all build the same entry): a class
+    without ``__init__`` is created at C speed, a Python ``__init__`` costs ~5% of an
+    operation.
     """
 
-    __slots__ = ('prim', 'args', 'kwargs', 'ans', 'shape', 'parents', 'seq', 'level', 'grad')
+    __slots__ = ('prim', 'args', 'kwargs', 'ans', 'shape', 'parents', 'seq', 'level',
+                 'same_shape', 'grad', 'views')
 
     def __repr__(self):
         name = 'leaf' if self.prim is None else getattr(self.prim, 'name', self.prim)
         return f'<Node #{self.seq} {name} level={self.level} shape={self.shape}>'
 
 
-def new_node(prim, args, kwargs, ans, parents, level):
+def new_node(prim, args, kwargs, ans, parents, level, same_shape=False):
     """A tape entry; ``parents`` is a sequence of (argument position, parent node).
 
     Saves only what the parents' pullbacks read (see ``Primitive.plan``).
@@ -85,7 +92,9 @@ def new_node(prim, args, kwargs, ans, parents, level):
     node.parents = parents
     node.level = level
     node.seq = next(_seq)
-    node.grad = None
+    node.same_shape = same_shape
+    if prim is None:
+        node.grad = None
     return node
 
 
@@ -331,7 +340,7 @@ def backward(root, seed, retain=False, private=False, sparse=False):
                     else:
                         g = np.broadcast_to(g, node.shape)
                 vjps = node.prim.vjps
-                kwargs, ans = node.kwargs, node.ans
+                kwargs, ans, same_shape = node.kwargs, node.ans, node.same_shape
                 nargs = len(args)
                 for pos, parent in node.parents:
                     vjp = vjps[pos]
@@ -350,7 +359,7 @@ def backward(root, seed, retain=False, private=False, sparse=False):
                             gi = vjp(g, ans, *args)
                         if gi is None:
                             continue
-                    if kwargs is not SAME_SHAPE:
+                    if not same_shape:
                         pshape = parent.shape
                         if getattr(gi, 'shape', ()) != pshape:
                             gi = unbroadcast(gi, pshape)

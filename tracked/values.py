@@ -73,12 +73,12 @@ def apply(prim, args, kwargs):
     if ans.dtype.kind == 'c':
         raise TypeError(f'{prim.name} produced a complex result; complex values are not '
                         f'supported by tracked yet')
-    if i > 0xffff:
+    if i > _MAX_ARGS:
         registry.plan_key(parents, i)           # raises the error for too many arguments
-    return record(prim, vals, kwargs, ans, parents, mask << 16 | i, level)
+    return record(prim, vals, kwargs, ans, parents, mask << _KEY_SHIFT | i, level)
 
 
-def record(prim, vals, kwargs, ans, parents, key, level):
+def record(prim, vals, kwargs, ans, parents, key, level, same_shape=False):
     """Box ``ans`` = ``prim.fn(*vals, **kwargs)`` with its tape entry; ``parents`` are
     (position, node) pairs at ``level``, ``key`` is ``registry.plan_key(parents,
     len(vals))``.  ``tape.new_node`` inline: a call and its helpers cost ~15% of ``apply``.
@@ -95,7 +95,7 @@ def record(prim, vals, kwargs, ans, parents, key, level):
     node.parents = parents
     node.level = level
     node.seq = _next_seq()
-    node.grad = None
+    node.same_shape = same_shape
     if prim.view and (len(parents) > 1 or parents[0][1].prim is not None):
         _note_view(parents, weakref.ref(t))     # (a view of a leaf needs no note)
     return t
@@ -103,25 +103,28 @@ def record(prim, vals, kwargs, ans, parents, key, level):
 
 _NOKW = {}
 _KEY_BOTH = registry.plan_key(((0, None), (1, None)), 2)
+_KEY_X = registry.plan_key(((0, None),), 2)   # x[idx] with x tracked, idx not
+_KEY_SHIFT = registry.KEY_SHIFT
+_MAX_ARGS = registry.MAX_ARGS
 _NONE1 = (None,)
 _ANS = registry.ANS
-_SAME_SHAPE = _tape.SAME_SHAPE
+_FAST = registry.FAST
 _REAL_SCALARS = frozenset((float, int, np.float64))   # no complex check needed
 _next_seq = _tape._seq.__next__
 _RULES = registry.RULES
 _Primitive = registry.Primitive
 
 
-# A non-leaf node's ``grad`` slot (unset until then) holds weak references to the
+# A non-leaf node's ``views`` slot (unset until then) holds weak references to the
 # tracked views of its memory (``x[1:]``, ``x.T``, ...).  In-place writes are refused only while such a
 # view is still alive: a temporary view (``y[1] = y[0] * 2``) is gone by the time of
 # the write.  A permanent "viewed" mark was rejected: it refused that common idiom.
 def _note_view(parents, ref):
     for _, p in parents:
         if p.prim is not None:
-            views = getattr(p, 'grad', None)
+            views = getattr(p, 'views', None)
             if views is None:
-                p.grad = views = []
+                p.views = views = []
             views.append(ref)
             n = len(views)
             if n >= 16 and not n & (n - 1):        # amortised pruning of dead views
@@ -133,7 +136,7 @@ def _note_view(parents, ref):
 def _live_views(node, value, idx=None):
     """Whether a live view of ``node`` (whose value is ``value``) shares memory with
     the part ``idx`` (None: all)."""
-    views = getattr(node, 'grad', None)
+    views = getattr(node, 'views', None)
     if not views or node.prim is None:
         return False
     views[:] = [r for r in views if r() is not None]
@@ -234,12 +237,13 @@ def _binop(uf):
                         # is the caller's constant, so keeping it costs no memory.
                         n.args = args if kept & bit else \
                             (None, other) if pos == 0 else (other, None)
-                        n.kwargs = _SAME_SHAPE if scalar else _NOKW
+                        n.kwargs = _NOKW
                         n.ans = ans if kept & _ANS else None
                         n.shape = node.shape if scalar else ans.shape
                         n.parents = ((pos, node),)
                         n.level = node.level
                         n.seq = _next_seq()
+                        n.same_shape = scalar
                         return t
             elif both and not _tape._special_threads:
                 # Both operands tracked (a - b): when they are at one level and hold plain
@@ -254,9 +258,9 @@ def _binop(uf):
                     if ans.dtype.kind != 'c':
                         parents = ((0, node), (1, onode)) if pos == 0 else \
                             ((0, onode), (1, node))
-                        kw = _SAME_SHAPE if prim.elementwise and v.shape == ov.shape \
-                            else _NOKW
-                        return record(prim, args, kw, ans, parents, _KEY_BOTH, node.level)
+                        same = prim.elementwise and v.shape == ov.shape
+                        return record(prim, args, _NOKW, ans, parents, _KEY_BOTH, node.level,
+                                      same)
             return call(uf, self, other) if pos == 0 else call(uf, other, self)
         return method
     return make(0), make(1)
@@ -380,12 +384,13 @@ class Tracked:
                 n.prim = prim
                 kept = (prim.fast or prim.fast_plans())[0]
                 n.args = (v,) if kept & 1 else _NONE1      # a Meta is not worth it here
-                n.kwargs = _SAME_SHAPE
+                n.kwargs = _NOKW
                 n.ans = ans if kept & _ANS else None
                 n.shape = node.shape
                 n.parents = ((0, node),)
                 n.level = node.level
                 n.seq = _next_seq()
+                n.same_shape = True
                 return t
         if kwargs.get('out') is not None:
             raise TypeError(f'np.{ufunc.__name__}(..., out=...) cannot write a tracked '
@@ -453,7 +458,16 @@ class Tracked:
 
     # -- indexing and mutation ---------------------------------------------------
     def __getitem__(self, idx):
-        if type(idx) is not slice:              # (_plain_index leaves a slice as it is)
+        if type(idx) is slice:
+            v = self._value
+            if type(v) is np.ndarray and not _tape._special_threads:
+                # The eager fast path for x[a:b] (stencils, batches): a view of a plain
+                # value, recorded without classifying the index or apply's search for
+                # tracked arguments (a third of the cost of x[1:]).
+                node = self._node
+                return record(_FAST['slice'], (v, idx), _NOKW, v[idx], ((0, node),), _KEY_X,
+                              node.level)
+        else:                                   # (_plain_index leaves a slice as it is)
             idx = _plain_index(self, idx)
         return call(operator.getitem, self, idx)
 

@@ -15,10 +15,9 @@ import operator
 
 import numpy as np
 
-from .. import tape as _tape
-from ..registry import Primitive, defcomposite, defvjp, plan_key
+from ..registry import FAST, Primitive, defcomposite, defvjp
 from ..tape import SparseCotangent, shape_of
-from ..values import Tracked, TrackedArray, apply, record
+from ..values import Tracked, apply
 
 __all__ = ['scatter_add', 'zero_at', 'getitem', 'has_int_arrays']
 
@@ -126,19 +125,11 @@ _getitem_view = Primitive(operator.getitem, (_getitem_vjp,), name='operator.geti
                           kernel='getitem')
 _getitem_copy = Primitive(operator.getitem, (_getitem_vjp,), name='operator.getitem',
                           kernel='getitem')
-_KEY_X = plan_key(((0, None),), 2)      # the save plan's key when x (not idx) is tracked
+FAST['slice'] = _getitem_view          # Tracked.__getitem__ records x[a:b] directly
 
 
 def getitem(x, idx):
     """``x[idx]`` recorded as a view or a copy, as NumPy would return it."""
-    if type(idx) is slice and type(x) is TrackedArray and not _tape._special_threads:
-        v = x._value
-        if type(v) is np.ndarray:
-            # The eager fast path for x[a:b] (stencils, batches): a view of a plain value,
-            # recorded without classifying the index or apply's search for tracked
-            # arguments (a third of the cost of x[1:]).
-            node = x._node
-            return record(_getitem_view, (v, idx), {}, v[idx], ((0, node),), _KEY_X, node.level)
     ndim = x.ndim if isinstance(x, Tracked) else np.ndim(x)
     return apply(_getitem_view if _is_view(idx, ndim) else _getitem_copy, (x, idx), {})
 
