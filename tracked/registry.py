@@ -172,13 +172,17 @@ class Primitive:
     position), or the name of a pattern the compiler knows (``'sum'``, ``'matmul'``,
     ``'scatter_add'``, ...); None runs it in NumPy.  The compiler keys on this field,
     never on ``name``, so renaming a rule changes nothing it fuses.
+    ``index_args`` lists the positions of index arguments (tuples or lists whose
+    parts may be index arrays computed from recorded values, e.g. ``np.argsort``'s
+    result on a ``GradientTape``): ``values.apply`` looks inside them for tracked
+    parts, so that a replay recomputes the index instead of freezing it.
     """
 
     __slots__ = ('fn', 'vjps', 'name', 'view', 'direct', 'saves', 'elementwise', 'fast',
-                 'kernel')
+                 'kernel', 'index_args')
 
     def __init__(self, fn, vjps, name=None, view=False, direct=False, elementwise=False,
-                 kernel=None):
+                 kernel=None, index_args=()):
         self.fn = fn
         self.vjps = tuple(vjps)
         self.name = name or getattr(fn, '__name__', repr(fn))
@@ -188,6 +192,7 @@ class Primitive:
         self.elementwise = elementwise   # pullbacks take any g that broadcasts to ans
         self.fast = None       # the eager fast paths' plans, made by fast_plans()
         self.kernel = kernel   # the compiled tape's form of the forward (see above)
+        self.index_args = index_args
 
     def plan(self, key):
         """``(keep ans?, saver, kept)`` for an entry whose parents sit at the positions
@@ -241,7 +246,7 @@ class Primitive:
         return f'<Primitive {self.name}>'
 
 
-def defvjp(fun, *vjps, fn=None, name=None, view=False, kernel=None):
+def defvjp(fun, *vjps, fn=None, name=None, view=False, kernel=None, index_args=()):
     """Register ``fun`` as a primitive whose pullbacks are ``vjps`` (one per argument).
 
     ``fn`` is the forward function when it is not ``fun`` itself; ``kernel`` its
@@ -249,7 +254,7 @@ def defvjp(fun, *vjps, fn=None, name=None, view=False, kernel=None):
     """
     elementwise = type(fun).__name__ == 'ufunc' and fun.signature is None
     prim = Primitive(fn or fun, vjps, name=name or _name(fun), view=view,
-                     elementwise=elementwise, kernel=kernel)
+                     elementwise=elementwise, kernel=kernel, index_args=index_args)
     RULES[fun] = prim
     return prim
 

@@ -253,7 +253,9 @@ def _accumulate(prev, gi, owned):
             return gi.add_into(prev)
         prev, gi = gi, prev
     if type(prev) is SparseCotangent:          # dense gi: materialise into a new buffer
-        buf = prev.dense(np.result_type(prev.dtype, gi))
+        buf = prev.dense(np.result_type(prev.dtype, gi.dtype if hasattr(gi, 'dtype') else gi))
+        if type(gi) not in _PLAIN:  # tracked at an outer level: the addition is recorded
+            return buf + gi
         buf += gi                   # gi may be lazy (smaller), never larger than buf
         owned.add(id(buf))
         return buf

@@ -31,6 +31,10 @@ def apply(prim, args, kwargs):
             lv = a._node.level
             if lv > level:
                 level = lv
+    if prim.index_args:                 # indexing: parts of an index may be recorded values
+        lv = _index_level(prim.index_args, args)
+        if lv > level:
+            level = lv
     if level < 0:
         return prim.fn(*args, **kwargs)
     if _tape._special_threads:
@@ -65,6 +69,8 @@ def apply(prim, args, kwargs):
                 nested = True
         vals.append(a)
         i += 1
+    if prim.index_args and _index_level(prim.index_args, args, below=level) >= 0:
+        nested = True               # computed at the index's own (lower) level too
     # A custom rule (``direct``) runs its own forward on lower-level tracked values, so
     # that the pullback it returns closes over them and is itself differentiable.
     ans = apply(prim, vals, kwargs) if nested and not prim.direct else prim.fn(*vals, **kwargs)
@@ -76,6 +82,20 @@ def apply(prim, args, kwargs):
     if i > _MAX_ARGS:
         registry.plan_key(parents, i)           # raises the error for too many arguments
     return record(prim, vals, kwargs, ans, parents, mask << _KEY_SHIFT | i, level)
+
+
+def _index_level(positions, args, below=None):
+    """The highest level of a tracked part of the index arguments at ``positions``
+    (below ``below`` if given), or -1."""
+    level = -1
+    for p in positions:
+        if p < len(args) and type(args[p]) in (tuple, list):
+            for part in args[p]:
+                if isinstance(part, Tracked):
+                    lv = part._node.level
+                    if lv > level and (below is None or lv < below):
+                        level = lv
+    return level
 
 
 def record(prim, vals, kwargs, ans, parents, key, level, same_shape=False):
@@ -221,6 +241,8 @@ def _binop(uf):
             node = self._node
             v = self._value
             scalar = type(other) in _REAL_SCALARS
+            if not scalar and type(other) in _SEQUENCES:
+                other = _sequence_operand(other)    # a pullback must never see a list
             both = not scalar and isinstance(other, Tracked)
             if not (_tape._special_threads or both or isinstance(v, Tracked)):
                 prim = _RULES.get(uf)
@@ -266,6 +288,19 @@ def _binop(uf):
     return make(0), make(1)
 
 
+_SEQUENCES = (list, tuple)
+
+
+def _sequence_operand(x):
+    """A list or tuple operand as an array, converted once when the entry is recorded."""
+    try:
+        return np.asarray(x)
+    except TypeError:
+        raise TypeError('an operand is a list holding tracked values; build an array from '
+                        'them with np.stack (or import tracked.numpy as np, whose np.array '
+                        'accepts them)') from None
+
+
 def _inplace(uf):
     def method(self, other):
         self._mutate(call(uf, self, other))
@@ -273,9 +308,13 @@ def _inplace(uf):
     return method
 
 
-def _compare(uf):
+def _compare(uf, reflected=False):
+    """A non-differentiable operator (comparisons, ``& | ^`` of masks): a plain result,
+    or a recorded instruction on a ``GradientTape`` (see ``call_nondiff``)."""
     def method(self, other):
-        return call_nondiff(uf, (self, other), {})
+        if type(other) in _SEQUENCES:
+            other = _sequence_operand(other)
+        return call_nondiff(uf, (other, self) if reflected else (self, other), {})
     return method
 
 
@@ -396,6 +435,8 @@ class Tracked:
             raise TypeError(f'np.{ufunc.__name__}(..., out=...) cannot write a tracked '
                             f'result into an array; use y = np.{ufunc.__name__}(...) instead')
         if method == '__call__':
+            if any(type(a) in _SEQUENCES for a in inputs):
+                inputs = [_sequence_operand(a) if type(a) in _SEQUENCES else a for a in inputs]
             if 'where' in kwargs:
                 raise TypeError(f'np.{ufunc.__name__}(..., where=...) is not supported on '
                                 f'tracked values (without out= NumPy leaves the masked '
@@ -437,12 +478,18 @@ class Tracked:
     __itruediv__ = _inplace(np.true_divide)
     __ipow__ = _inplace(np.power)
     __imatmul__ = _inplace(np.matmul)
+    __and__, __rand__ = _compare(np.bitwise_and), _compare(np.bitwise_and, True)
+    __or__, __ror__ = _compare(np.bitwise_or), _compare(np.bitwise_or, True)
+    __xor__, __rxor__ = _compare(np.bitwise_xor), _compare(np.bitwise_xor, True)
     __lt__ = _compare(np.less)
     __le__ = _compare(np.less_equal)
     __gt__ = _compare(np.greater)
     __ge__ = _compare(np.greater_equal)
     __eq__ = _compare(np.equal)
     __ne__ = _compare(np.not_equal)
+
+    def __invert__(self):
+        return call_nondiff(np.invert, (self,), {})
 
     def __neg__(self):
         return call(np.negative, self)

@@ -9,18 +9,21 @@ a plain result.
 import numpy as np
 
 from ..registry import nondifferentiable, defcomposite
-from ..values import Tracked, call_nondiff, plain
+from ..values import Tracked, call_nondiff
 
 # comparison and logical ufuncs, with their compiled-tape templates
 for _f, _kernel in ((np.less, '({0} < {1})'), (np.less_equal, '({0} <= {1})'),
                     (np.greater, '({0} > {1})'), (np.greater_equal, '({0} >= {1})'),
                     (np.equal, '({0} == {1})'), (np.not_equal, '({0} != {1})'),
                     (np.logical_and, '({0} and {1})'), (np.logical_or, '({0} or {1})'),
-                    (np.logical_not, '(not {0})')):
+                    (np.logical_not, '(not {0})'), (np.logical_xor, '({0} != {1})'),
+                    (np.bitwise_and, '({0} & {1})'), (np.bitwise_or, '({0} | {1})'),
+                    (np.bitwise_xor, '({0} ^ {1})')):
     nondifferentiable(_f, kernel=_kernel)
 
 nondifferentiable(
-    np.logical_xor,
+    # bitwise ufuncs: integer results, also ~mask
+    np.invert, np.left_shift, np.right_shift, np.gcd, np.lcm,
     # predicates
     np.isnan, np.isinf, np.isfinite, np.isneginf, np.isposinf, np.signbit,
     np.isclose, np.allclose, np.array_equal, np.array_equiv,
@@ -41,8 +44,8 @@ def _full_like(a, fill_value, dtype=None, order='K', subok=True, shape=None, **k
     """``np.full_like``: plain, unless ``fill_value`` itself is tracked."""
     if not isinstance(fill_value, Tracked):
         return call_nondiff(np.full_like, (a, fill_value, dtype, order, subok, shape), kwargs)
-    out_shape = np.shape(plain(a)) if shape is None else shape
-    zeros = np.zeros(out_shape, dtype=dtype or plain(a).dtype)
+    out_shape = np.shape(a) if shape is None else shape
+    zeros = np.zeros(out_shape, dtype=dtype or np.result_type(a))
     return zeros + fill_value      # the gradient of fill_value is the sum of the cotangent
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..registry import Primitive, defvjp, defcomposite, identity
 from ..tape import shape_of
-from ..values import Tracked, apply, call_nondiff, plain
+from ..values import Tracked, apply, call_nondiff
 from .indexing import scatter_add, _contains_tracked
 
 
@@ -33,6 +33,12 @@ def _check_order(name, order):
     if order not in ('C', 'F'):
         raise TypeError(f'np.{name}(..., order={order!r}) on a tracked value: only '
                         f"order='C' and order='F' are supported")
+
+
+def _index_array(idx):
+    """An index argument as an array, read by no one: a value recorded on a tape
+    (``np.argsort(x)``'s result) stays recorded, so a replay uses the new index."""
+    return idx if isinstance(idx, Tracked) else np.asarray(idx)
 
 
 def _check_out(name, out):
@@ -200,8 +206,10 @@ _concatenate = _variadic(_concatenate_fwd, _concatenate_vjp, 'np.concatenate')
 def _concatenate_composite(arrays, axis=0, out=None, **kwargs):
     _check_out('concatenate', out)
     arrays = tuple(arrays)
-    if not arrays or len(_shape(arrays[0])) == 0 and axis is not None:
-        return np.concatenate(tuple(plain(a) for a in arrays), axis=axis)   # NumPy's error
+    if not arrays:
+        raise ValueError('need at least one array to concatenate')      # NumPy's errors
+    if len(_shape(arrays[0])) == 0 and axis is not None:
+        raise ValueError('zero-dimensional arrays cannot be concatenated')
     if axis is None:
         sizes = [_size(a) for a in arrays]
     else:
@@ -343,15 +351,20 @@ def _along(x, axis):
     return xs, axis % len(xs)
 
 
+def _repeated_positions(repeats, n):
+    """The source position of each element of ``np.repeat`` of ``n`` elements."""
+    return np.repeat(np.arange(n), repeats)
+
+
 def _repeat_vjp(g, ans, x, repeats, axis=None):
     xs = _shape(x)
     base, ax = _along(x, axis)
-    r = np.asarray(plain(repeats))
+    r = _index_array(repeats)
     if r.size == 1:        # every element repeated k times: a reshape and a sum
-        k = int(r.reshape(()))
+        k = int(np.reshape(r, ()))      # (a guard on a recorded tape: it sets a shape)
         gx = np.sum(np.reshape(g, base[:ax] + (base[ax], k) + base[ax + 1:]), axis=ax + 1)
     else:
-        src = np.repeat(np.arange(base[ax]), r)
+        src = call_nondiff(_repeated_positions, (r, base[ax]), {})   # recorded on a tape
         gx = scatter_add(g, _axis_slice(ax, src), base)
     return np.reshape(gx, xs) if axis is None else gx
 
@@ -415,7 +428,7 @@ def _take(a, indices, axis=None, out=None, mode='raise'):
 def _take_vjp(g, ans, x, indices, axis=None, out=None, mode='raise'):
     xs = _shape(x)
     base, ax = _along(x, axis)
-    idx = np.asarray(plain(indices))
+    idx = _index_array(indices)
     if mode == 'wrap':
         idx = idx % base[ax]
     elif mode == 'clip':
@@ -429,7 +442,7 @@ defvjp(np.take, _take_vjp, fn=_take)
 
 def _take_along_axis_vjp(g, ans, x, indices, axis=-1):
     xs = _shape(x)
-    idx = np.asarray(plain(indices))
+    idx = _index_array(indices)
     if axis is None:
         return np.reshape(scatter_add(g, (idx,), (_size(x),)), xs)
     nd = len(xs)
