@@ -79,7 +79,7 @@ def _cast_like(g, x):
     """Cotangent ``g`` in float argument ``x``'s dtype (a float32 input gets a float32
     gradient even where the tape promoted); integer arguments keep a float gradient."""
     dtype = getattr(x, 'dtype', None)
-    if g is None or dtype is None or dtype.kind != 'f' or getattr(g, 'dtype', None) == dtype:
+    if g is None or dtype is None or dtype.kind not in 'fc' or getattr(g, 'dtype', None) == dtype:
         return g
     return g.astype(dtype) if hasattr(g, 'astype') else np.asarray(g, dtype=dtype)[()]
 
@@ -135,18 +135,18 @@ def _seed(dy, out, single=False):
     ans = out._value
     shape = ans.shape
     if (type(dy) is np.ndarray and dy.shape == shape and dy.dtype == ans.dtype
-            and dy.dtype.kind == 'f'):
+            and dy.dtype.kind in 'fc'):
         return dy                      # the common case, e.g. Jacobian rows
     if dy is None and single:
         if shape != ():
             raise ValueError(f'back(dy) needs dy for an output of shape {shape}')
         dtype = ans.dtype           # the output's value dtype, also when it is tracked
-        return dtype.type(1.0) if dtype.kind == 'f' else np.float64(1.0)
+        return dtype.type(1.0) if dtype.kind in 'fc' else np.float64(1.0)
     if isinstance(dy, Tracked):
         seed = dy
     else:
         dtype = plain(ans).dtype
-        seed = np.asarray(dy, dtype=dtype if dtype.kind == 'f' else np.float64)
+        seed = np.asarray(dy, dtype=dtype if dtype.kind in 'fc' else np.float64)
         if seed.ndim == 0:
             seed = seed[()]
     if seed.shape != shape:
@@ -251,13 +251,16 @@ def _match(g, a):
         return g
     if isinstance(g, np.ndarray):
         g = g[()]
-    return g if isinstance(g, np.floating) else dtype.type(g)
+    return g if isinstance(g, (np.floating, np.complexfloating)) else dtype.type(g)
 
 
 def _float_dtype(v):
-    """``v``'s dtype if it is a float type, else float64 (the dtype of its gradient)."""
+    """``v``'s dtype if it is a float or complex type, else float64 (the dtype of its
+    gradient)."""
     dtype = getattr(plain(v), 'dtype', None)
-    return dtype if dtype is not None and dtype.kind == 'f' else np.dtype(np.float64)
+    if dtype is None and isinstance(v, complex):
+        return np.dtype(np.complex128)
+    return dtype if dtype is not None and dtype.kind in 'fc' else np.dtype(np.float64)
 
 
 # --------------------------------------------------------------------------
@@ -435,7 +438,7 @@ def jacobian(f, *args):
 def _zeros_if_none(g, x):
     if g is not None:
         return g
-    return np.zeros(np.shape(plain(x)))
+    return np.zeros(np.shape(plain(x)), _float_dtype(x))
 
 
 def _grad_of(f):

@@ -7,28 +7,46 @@ from .values import plain
 __all__ = ['gradcheck']
 
 
+def _as_numbers(y):
+    y = np.asarray(plain(y))
+    return y.astype(np.complex128 if y.dtype.kind == 'c' else np.float64)
+
+
 def _directional(f, x, v, eps):
     """Central difference of ``f`` at ``x`` along ``v``: an array like f's output."""
-    return (np.asarray(plain(f(x + eps * v)), dtype=np.float64)
-            - np.asarray(plain(f(x - eps * v)), dtype=np.float64)) / (2 * eps)
+    return (_as_numbers(f(x + eps * v)) - _as_numbers(f(x - eps * v))) / (2 * eps)
+
+
+def _random_like(rng, x):
+    """A random direction of ``x``'s shape: complex for a complex ``x``."""
+    v = rng.standard_normal(np.shape(x))
+    if np.iscomplexobj(x):
+        v = v + 1j * rng.standard_normal(np.shape(x))
+    return v
+
+
+def _inner(a, b):
+    """The real inner product ``Re(sum(conj(a) * b))`` under which pullbacks are adjoints
+    (ChainRules' convention: a complex number is a pair of reals)."""
+    return float(np.real(np.sum(np.conj(a) * b)))
 
 
 def _check_first(f, x, rng, eps, rtol, atol, what):
-    y = np.asarray(plain(f(x)), dtype=np.float64)
-    v = rng.standard_normal(np.shape(x))
-    u = rng.standard_normal(np.shape(y))
+    y = _as_numbers(f(x))
+    v = _random_like(rng, x)
+    u = _random_like(rng, y)
     _, back = vjp(f, x)
     g = back(u if np.ndim(y) else u[()])[0]
     if g is None:
-        g = np.zeros(np.shape(x))
+        g = np.zeros(np.shape(x), np.result_type(x, 0.0))
     g = plain(g)
     if np.shape(g) != np.shape(x):
         raise AssertionError(f'{what}: gradient has shape {np.shape(g)}, input has {np.shape(x)}')
     if np.asarray(g).dtype != np.asarray(x).dtype:
         raise AssertionError(f'{what}: gradient has dtype {np.asarray(g).dtype}, '
                              f'input has {np.asarray(x).dtype}')
-    reverse = float(np.sum(np.asarray(g) * v))
-    numeric = float(np.sum(_directional(f, x, v, eps) * u))
+    reverse = _inner(np.asarray(g), v)
+    numeric = _inner(u, _directional(f, x, v, eps))
     if not np.isclose(reverse, numeric, rtol=rtol, atol=atol):
         raise AssertionError(
             f'{what}: reverse mode gives {reverse!r} along a random direction, central '
@@ -43,7 +61,8 @@ def gradcheck(f, *args, order=2, eps=1e-6, rtol=1e-5, atol=1e-6, seed=0):
     with a readable report on mismatch, return ``True`` otherwise.
 
     Each argument is checked along a random direction (and, for array outputs, a
-    random output weighting).  Order 2 checks the gradient function itself the same
+    random output weighting); complex arguments and outputs along complex ones,
+    under the real inner product ``Re(sum(conj(a) * b))`` of ChainRules' convention.  Order 2 checks the gradient function itself the same
     way, which exercises the backward pass recorded on an outer tape.  Arguments may
     also be trees (dicts, lists, objects: each array or float leaf is checked) and
     values that are passed unchecked (strings, functions, None, bools); beside such
@@ -75,7 +94,7 @@ def _array_like(a, nested=False):
         return all(_array_like(v, True) for v in a)
     if isinstance(a, np.ndarray):
         return not nested
-    return isinstance(a, (float, int, np.number)) and not isinstance(a, bool)
+    return isinstance(a, (float, int, complex, np.number)) and not isinstance(a, bool)
 
 
 def _gradcheck_leaves(f, args, **options):
@@ -100,7 +119,7 @@ def _check_order(f, x, order, rng, eps, rtol, atol, what):
 
     def grad_along_u(xx):
         g = vjp(f, xx)[1](u)[0]
-        return np.zeros(np.shape(xx)) if g is None else g
+        return np.zeros(np.shape(xx), np.result_type(xx, 0.0)) if g is None else g
     eps2 = max(eps, 1e-5)
     _check_order(grad_along_u, x, order - 1, rng, eps2, rtol * 10, atol * 10,
                  what.replace(', order 1', '') + f' (order {order})')

@@ -12,7 +12,8 @@ import numpy as np
 
 from . import registry
 from . import tape as _tape
-from .tape import Node, SparseCotangent, backward, new_node, recording_paused, active_recorder
+from .tape import (Cotangents, Node, SparseCotangent, backward, new_node, recording_paused,
+                   active_recorder)
 
 __all__ = ['Tracked', 'TrackedArray', 'TrackedReal', 'param', 'back', 'istracked',
            'apply', 'call']
@@ -76,11 +77,10 @@ def apply(prim, args, kwargs):
     ans = apply(prim, vals, kwargs) if nested and not prim.direct else prim.fn(*vals, **kwargs)
     if not parents:
         return ans
-    if ans.dtype.kind == 'c':
-        raise TypeError(f'{prim.name} produced a complex result; complex values are not '
-                        f'supported by tracked yet')
     if i > _MAX_ARGS:
         registry.plan_key(parents, i)           # raises the error for too many arguments
+    if prim.multi and isinstance(ans, tuple):
+        return record_outputs(prim, vals, kwargs, ans, parents, mask << _KEY_SHIFT | i, level)
     return record(prim, vals, kwargs, ans, parents, mask << _KEY_SHIFT | i, level)
 
 
@@ -116,9 +116,77 @@ def record(prim, vals, kwargs, ans, parents, key, level, same_shape=False):
     node.level = level
     node.seq = _next_seq()
     node.same_shape = same_shape
+    node.real_parents = real_parents(parents, vals) if ans.dtype.kind == 'c' else None
     if prim.view and (len(parents) > 1 or parents[0][1].prim is not None):
         _note_view(parents, weakref.ref(t))     # (a view of a leaf needs no note)
     return t
+
+
+def real_parents(parents, vals):
+    """Positions of the real-valued parents of an entry whose output is complex: their
+    cotangents are projected onto the reals (a real input's gradient is real)."""
+    return tuple(p for p, _ in parents
+                 if getattr(getattr(vals[p], 'dtype', None), 'kind', 'f') != 'c') or None
+
+
+# --------------------------------------------------------------------------
+# Primitives with several outputs
+# --------------------------------------------------------------------------
+# One entry holds the primitive (its pullback gets a ``tape.Cotangents``: one cotangent
+# per output, None where unused); each output is boxed with a small "select" entry
+# whose pullback puts its cotangent in its place.  The outputs keep NumPy's tuple or
+# named-tuple type (``SVDResult``, ``EighResult``, ...).
+
+def _select_fwd(outputs, k, n):
+    return outputs[k]
+
+
+def _select_vjp(g, ans, outputs, k, n):
+    return Cotangents.one(k, g, n)
+
+
+SELECT = registry.Primitive(_select_fwd, (_select_vjp, None, None), name='output')
+
+
+def _is_output_array(a):
+    """Whether an output of a multi-output primitive is differentiable (and boxed)."""
+    if isinstance(a, Tracked):
+        return True
+    return isinstance(a, (np.ndarray, np.generic)) and a.dtype.kind in 'fc'
+
+
+def record_outputs(prim, vals, kwargs, ans, parents, key, level):
+    """Record a multi-output primitive's entry; returns its outputs boxed."""
+    keep_ans, saver, _ = prim.saves.get(key) or prim.plan(key)
+    node = Node()
+    node.prim = prim
+    node.args = vals if saver is None else saver(vals)
+    node.kwargs = kwargs
+    node.ans = tuple(ans) if keep_ans else None
+    node.shape = None
+    node.parents = parents
+    node.level = level
+    node.seq = _next_seq()
+    node.same_shape = False
+    node.real_parents = real_parents(parents, vals) if any(
+        getattr(getattr(a, 'dtype', None), 'kind', None) == 'c' for a in ans) else None
+    return box_outputs(ans, node, level)
+
+
+def box_outputs(ans, node, level, on_output=None):
+    """``ans`` (a tuple from ``node``'s primitive) with each differentiable output boxed
+    with its select entry; ``on_output(k, select_node, value)`` sees each (a recorder
+    makes it an instruction).  Other outputs (integer ranks, pivots) stay plain."""
+    n = len(ans)
+    out = []
+    for k, a in enumerate(ans):
+        if _is_output_array(a):
+            sel = new_node(SELECT, (None, k, n), _NOKW, a, ((0, node),), level, True)
+            if on_output is not None:
+                on_output(k, sel, a)
+            a = box(a, sel)
+        out.append(a)
+    return type(ans)(*out) if hasattr(type(ans), '_fields') else tuple(out)
 
 
 _NOKW = {}
@@ -266,6 +334,7 @@ def _binop(uf):
                         n.level = node.level
                         n.seq = _next_seq()
                         n.same_shape = scalar
+                        n.real_parents = None     # (a complex result takes the slow path)
                         return t
             elif both and not _tape._special_threads:
                 # Both operands tracked (a - b): when they are at one level and hold plain
@@ -354,6 +423,8 @@ class Tracked:
     ndim = property(lambda self: self._value.ndim)
     size = property(lambda self: self._value.size)
     T = property(lambda self: call(np.transpose, self))
+    real = property(lambda self: call(np.real, self))
+    imag = property(lambda self: call(np.imag, self))
     mT = property(lambda self: call(np.swapaxes, self, -1, -2))
 
     def __len__(self):
@@ -390,6 +461,9 @@ class Tracked:
 
     def __float__(self):
         return float(self._concrete('float'))
+
+    def __complex__(self):
+        return complex(self._concrete('complex'))
 
     def __int__(self):
         return int(self._concrete('int'))
@@ -566,6 +640,8 @@ class Tracked:
     def cumsum(self, *a, **k): return np.cumsum(self, *a, **k)
     def cumprod(self, *a, **k): return np.cumprod(self, *a, **k)
     def dot(self, other): return np.dot(self, other)
+    def conj(self): return np.conjugate(self)
+    def conjugate(self): return np.conjugate(self)
     def clip(self, *a, **k): return np.clip(self, *a, **k)
     def ravel(self): return np.ravel(self)
     def flatten(self): return np.ravel(self).copy()
@@ -660,11 +736,8 @@ def as_value(x, int_to_float=True):
         raise TypeError('value is already tracked; use tr.data(x) to start a new leaf')
     arr = np.asarray(x)
     kind = arr.dtype.kind
-    if kind == 'c':
-        raise TypeError('complex values are not supported by tracked yet; '
-                        'split them into real and imaginary parts')
-    if kind not in 'fiub':
-        raise TypeError(f'expected a real number or array of real numbers, got {type(x).__name__} '
+    if kind not in 'fiubc':
+        raise TypeError(f'expected a number or an array of numbers, got {type(x).__name__} '
                         f'with dtype {arr.dtype}')
     if kind in 'iub' and (int_to_float or kind == 'b'):
         arr = arr.astype(np.float64)

@@ -21,7 +21,10 @@ class arg:
     def make(self, rng):
         if self.values is not None:
             return np.array(self.values, dtype=self.dtype)
-        return rng.uniform(self.low, self.high, self.shape).astype(self.dtype)
+        x = rng.uniform(self.low, self.high, self.shape)
+        if np.dtype(self.dtype).kind == 'c':
+            x = x + 1j * rng.uniform(self.low, self.high, self.shape)
+        return x.astype(self.dtype)
 
 
 class const:

@@ -12,6 +12,11 @@ from tracked.api import vjp
 from .harness import arg, case, const, parametrize
 
 SHAPES = [(), (5,), (2, 3)]
+
+
+def carg(shape, low=-2.0, high=2.0):
+    """A complex argument: real and imaginary parts uniform in [low, high)."""
+    return arg(shape, low, high, dtype=np.complex128)
 PAIRS = [((), ()), ((5,), (5,)), ((2, 3), (3,)), ((3, 1), (4,)), ((), (2, 3))]
 
 
@@ -102,6 +107,26 @@ CASES = [
     case(np.round, (2, 3)), case(np.round, (5,), kwargs={'decimals': 1}),
     case(np.round, ()), case(np.round, (5,), const(2)),
     case(np.around, (2, 3)), case(np.around, (), kwargs={'decimals': 1}),
+    # complex numbers: parts, and holomorphic functions of complex arguments
+    *[case(fn, carg(s)) for fn in (np.real, np.imag, np.conjugate, np.angle, np.absolute)
+      for s in SHAPES],
+    *[case(fn, s) for fn in (np.real, np.imag, np.conjugate, np.angle) for s in SHAPES],
+    case(np.angle, carg((5,)), kwargs={'deg': True}),
+    case(np.real_if_close, carg((5,))), case(np.real_if_close, (2, 3)),
+    *[case(fn, carg(s)) for fn in (np.exp, np.sin, np.cos, np.tan, np.sinh, np.cosh, np.tanh,
+                                   np.square, np.reciprocal, np.negative, np.expm1,
+                                   np.arctan, np.arcsinh, np.exp2)
+      for s in ((), (2, 3))],
+    *[case(fn, carg((4,), 0.3, 2.0)) for fn in (np.log, np.sqrt, np.log2, np.log10, np.log1p,
+                                                 np.arcsin, np.arccos, np.arctanh, np.arccosh)],
+    *[case(fn, carg(s1), carg(s2)) for fn in (np.add, np.subtract, np.multiply)
+      for s1, s2 in PAIRS[:3]],
+    case(np.true_divide, carg((2, 3)), carg((3,), 0.5, 2.0)),
+    case(np.power, carg((5,), 0.5, 2.0), carg((5,), -1.0, 1.0)),
+    case(np.power, carg((5,), 0.5, 2.0), const(3)),
+    case(np.power, const(2.0), carg((2, 3))),
+    case(np.multiply, (5,), const(1.5 - 2.0j), name='multiply(real,complex-constant)'),
+    case(np.multiply, (2, 3), carg((3,)), name='multiply(real,complex)'),
 ]
 
 ELEMENTWISE = [
@@ -113,7 +138,8 @@ ELEMENTWISE = [
     np.arctanh, np.absolute, np.fabs, np.maximum, np.minimum, np.fmax, np.fmin,
     np.deg2rad, np.rad2deg, np.radians, np.degrees, np.remainder, np.fmod,
     np.floor_divide, np.sinc, np.floor, np.ceil, np.trunc, np.rint, np.sign,
-    np.round, np.around, np.clip, np.where,
+    np.round, np.around, np.clip, np.where, np.real, np.imag, np.conjugate, np.angle,
+    np.real_if_close,
 ]
 
 

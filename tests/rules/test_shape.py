@@ -6,7 +6,7 @@ import tracked as tr
 from tracked.api import vjp
 from tracked.values import plain as data   # tr.data, without depending on the API module
 
-from .harness import case, const
+from .harness import arg, case, const
 
 S0, S1, S2, S3 = (), (5,), (3, 4), (2, 3, 4)
 
@@ -113,6 +113,9 @@ CASES = [
     via(np.ndarray.astype, lambda x: x.astype(np.float64), S1, name='astype(float64)(5,)'),
     via(np.ndarray.astype, lambda x: x.astype('f8') * x, S0, name='astype(f8)()'),
     case(np.astype, S2, const(np.float64)),
+    case(np.astype, S2, const(np.complex128), name='astype(real->complex)'),
+    case(np.astype, arg((2, 3), dtype=np.complex128), const(np.complex128),
+         name='astype(complex->complex)'),
     via(np.astype, lambda x: np.astype(x, 'f8', copy=False) * x, S0, name='np.astype(f8)()'),
     # -- joining --------------------------------------------------------------------------------
     via(np.concatenate, lambda a, b: np.concatenate([a, b]), S1, (3,), name='concatenate(5,3)'),
@@ -286,9 +289,13 @@ def test_astype_to_integer_or_bool_is_plain(dtype):
     np.testing.assert_array_equal(z, np.array([1.7, -2.2, 0.0]).astype(dtype))
 
 
-def test_astype_complex_raises():
-    with pytest.raises(TypeError, match='complex'):
-        tr.param(np.ones(2)).astype(complex)
+def test_astype_to_complex_differentiates_and_back_to_real_refuses():
+    z = tr.param(np.ones(2)).astype(complex) * (1 + 2j)
+    assert z.dtype == np.complex128
+    g, = tr.gradient(lambda x: np.sum(np.abs(x.astype(complex) * (3 + 4j))), np.ones(2))
+    np.testing.assert_allclose(g, [5.0, 5.0])
+    with pytest.raises(TypeError, match='imaginary part'):
+        z.astype(float)
 
 
 def test_view_results_refuse_writes_copies_allow_them():

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..registry import Primitive
 from ..tape import new_node
-from ..values import Tracked, box, plain
+from ..values import SELECT, Tracked, box, box_outputs, plain, real_parents
 from .guards import Guard, concrete_value, user_frame
 
 __all__ = ['Ref', 'Instr', 'Recorder']
@@ -160,14 +160,29 @@ class Recorder:
                     and isinstance(a, Tracked):
                 parents.append((pos, a._node))
         ans = prim.fn(*vals, **kwargs)
+        if prim.multi and isinstance(ans, tuple):
+            return self._record_outputs(prim, tmpl, vals, kwargs, ans, parents)
         if not isinstance(ans, (np.ndarray, np.generic)):
             ans = np.asarray(ans)[()]
-        if ans.dtype.kind == 'c':
-            raise TypeError(f'{prim.name} produced a complex result; complex values are not '
-                            f'supported by tracked yet')
         node = new_node(prim, vals, kwargs, ans, tuple(parents), self.level)
+        if ans.dtype.kind == 'c':
+            node.real_parents = real_parents(parents, vals)
         self._add('op', prim.fn, prim, prim.name, tuple(tmpl), kwargs, ans, node)
         return box(ans, node)
+
+    def _record_outputs(self, prim, tmpl, vals, kwargs, ans, parents):
+        """A multi-output primitive: one instruction with a tuple value, and one
+        ``values.SELECT`` instruction per differentiable output."""
+        node = new_node(prim, vals, kwargs, tuple(ans), tuple(parents), self.level)
+        node.shape = None
+        if any(getattr(getattr(a, 'dtype', None), 'kind', None) == 'c' for a in ans):
+            node.real_parents = real_parents(parents, vals)
+        i = self._add('op', prim.fn, prim, prim.name, tuple(tmpl), kwargs, tuple(ans), node)
+
+        def on_output(k, sel, value):
+            self._add('op', SELECT.fn, SELECT, f'{prim.name}[{k}]', (Ref(i), k, len(ans)),
+                      {}, value, sel)
+        return box_outputs(ans, node, self.level, on_output)
 
     def _strip(self, a):
         """``a`` seen at the recording level (higher levels unwrapped)."""

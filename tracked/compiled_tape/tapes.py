@@ -16,7 +16,7 @@ from .guards import TapeGuardError
 from .program import Program
 from .record import Recorder
 from .trees import (flatten, unflatten, describe, top_level_leaves, arg_treedefs,
-                    normalise_treedef, make_checker, markers, complex_leaves)
+                    normalise_treedef, make_checker, markers)
 
 __all__ = ["GradientTape", "JacobianTape", "HessianTape", "ValGrad", "compile"]
 
@@ -111,13 +111,9 @@ class _Tape:
         self.specs = [_leaf_spec(x) for x in leaves]
         self.pyfloat = [type(x) in (float, int) or isinstance(x, np.generic) for x in leaves]
         per_arg = top_level_leaves(treedef, self.nargs)
-        if any(complex_leaves(d, leaves) for a, d in enumerate(arg_treedefs(treedef, self.nargs))
-               if a in self.wrt):                # as tr.gradient refuses them
-            raise TypeError('complex values are not supported by tracked yet; split them '
-                            'into real and imaginary parts')
         diff = set()
         for a in self.wrt:
-            diff.update(p for p in per_arg[a] if self.specs[p][1].kind in 'fiu')
+            diff.update(p for p in per_arg[a] if self.specs[p][1].kind in 'fiuc')
         self.diff = sorted(diff)
         self.has_int_diff = any(self.specs[p][1].kind in 'iu' and self.specs[p][0] != ()
                                 for p in diff)
@@ -359,7 +355,7 @@ class GradientTape(_Tape):
         self.grad_leaves = [p for p in self.diff if boxed[p]._node in cts]
         for p in self.grad_leaves:
             g = cts.get(boxed[p]._node)
-            dtype = self.specs[p][1] if self.specs[p][1].kind == 'f' else np.dtype(np.float64)
+            dtype = self.specs[p][1] if self.specs[p][1].kind in 'fc' else np.dtype(np.float64)
             if g.dtype != dtype:
                 g = call(np.ndarray.astype, g, dtype) if isinstance(g, Tracked) \
                     else np.asarray(g).astype(dtype)
@@ -373,7 +369,7 @@ class GradientTape(_Tape):
         placements = {}
         for k, p in enumerate(self.grad_leaves):
             shape, dtype = self.specs[p]
-            specs.append((shape, dtype if dtype.kind == 'f' else np.dtype(np.float64)))
+            specs.append((shape, dtype if dtype.kind in 'fc' else np.dtype(np.float64)))
             placements[self.n_val + k] = (k, 0)
         return specs, placements
 
@@ -514,7 +510,7 @@ class JacobianTape(_Tape):
         for j, p in enumerate(self.diff):
             shape, dtype = self.specs[p]
             n = int(np.prod(shape, dtype=np.int64))
-            specs.append(((self.m, n), dtype if dtype.kind == 'f' else np.dtype(np.float64)))
+            specs.append(((self.m, n), dtype if dtype.kind in 'fc' else np.dtype(np.float64)))
             for k in range(self.m):
                 slot = self._layout_rows[k][j]
                 if slot is not None:
@@ -575,7 +571,7 @@ class HessianTape(_Tape):
             raise ValueError(f'f returned an array of shape {np.shape(y)}; HessianTape needs '
                              f'a real scalar')
         shape = self.specs[0][0]
-        dtype = self.specs[0][1] if self.specs[0][1].kind == 'f' else np.dtype(np.float64)
+        dtype = self.specs[0][1] if self.specs[0][1].kind in 'fc' else np.dtype(np.float64)
         n = int(np.prod(shape, dtype=np.int64))
         self.n = n
         g = None

@@ -1,24 +1,31 @@
 """Elementwise rules: ufuncs and the functions NumPy builds from them.
 
-Every pullback is ``vjp(g, ans, *args)`` written with NumPy operations, so it is
-recorded (and differentiable) when ``g``/``args`` are tracked at an outer level.
-Pullbacks return cotangents of the broadcast output shape; the tape unbroadcasts.
-Constants inside pullbacks are Python floats (weak scalars), so float32 stays
-float32.  Per-op overhead matters: the common pullbacks use the fewest NumPy calls
-(e.g. reuse ``ans``), and masks come from comparisons, which are not recorded.
+Most rules are their partial derivatives (``defpartials``): ``d(ans, *args)`` per
+argument, written with NumPy operations, from which the registry makes both the
+pullback (``g * conj(d)``) and the tangent rule (``sum(d_k * t_k)``), so the two can
+never disagree.  Partials are holomorphic derivatives, so complex inputs follow
+ChainRules' convention with no extra code; the few non-holomorphic functions
+(``abs`` and ``angle`` of complex numbers, ``real``, ``imag``, ``conj``) have
+explicit pullbacks and tangents.  Pullbacks return cotangents of the broadcast
+output shape; the tape unbroadcasts.  Constants are Python floats (weak scalars),
+so float32 stays float32.  Per-op overhead matters: the common partials use the
+fewest NumPy calls (reusing ``ans``), and masks come from comparisons, which are
+not recorded.  ``kernel=`` is the compiled tape's scalar form of each forward.
 
 Conventions where the derivative is not defined (PyTorch's choices unless noted):
 
 - maximum/minimum/fmax/fmin: at ties (x == y) the gradient is split equally, 0.5
   to each side.  The "winner" is found by ``x == ans``, so one helper serves the
   NaN-propagating (maximum) and NaN-ignoring (fmax) forms: a NaN output gives 0.
-- absolute/fabs at 0: gradient 0 (``g * sign(x)``).
+- absolute/fabs at 0: gradient 0 (``g * sign(x)``); for complex z, ``g * z / |z|``
+  and 0 at z == 0.
 - power x**y: the base gradient ``y * x**(y-1)`` is 0 where y == 0 (so x**0 at
   x == 0 gives 0, not 0*inf = nan); x**2 at 0 gives 0, x**0.5 at 0 gives inf
   (the true one-sided derivative).  Integer exponents of negative bases are exact
   (x**(y-1) is evaluated in floating point, which is defined for integral y).
-  The exponent gradient ``ans * log(x)`` is 0 where x <= 0 (log undefined there;
-  np.where on a safe argument, not on the result, so no nan/warning leaks in).
+  The exponent gradient ``ans * log(x)`` is 0 where a real x <= 0 (log undefined
+  there; np.where on a safe argument, not on the result, so no nan/warning leaks
+  in); a complex result uses the complex logarithm.
 - clip: inclusive bounds, like torch.clamp: the gradient passes to ``a`` where
   lo <= a <= hi (detected as ``a == ans``); otherwise to the bound that was taken
   (hi before lo when both equal the output, matching NumPy applying hi last).
@@ -27,6 +34,8 @@ Conventions where the derivative is not defined (PyTorch's choices unless noted)
   rather than ``None``, so the input gets a gradient of zeros, not "no gradient".
 - sinc at 0: first derivative 0 exactly (the difference quotient's numerator
   vanishes there); the second derivative at exactly x == 0 is not special-cased.
+- angle: the derivative of ``arctan2(imag, real)``; 0 for real inputs (a constant
+  0 or pi).
 """
 import math
 
@@ -34,150 +43,220 @@ import operator
 
 import numpy as np
 
-from ..registry import defvjp, identity
+from ..registry import defpartials, defvjp, defcomposite, identity
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 _DEG = 180.0 / math.pi
 _RAD = math.pi / 180.0
 # Python numbers are constants of the tape (a tracked 0-d value arrives as a NumPy
-# scalar), so pullbacks may branch on their values; never on array values.
+# scalar), so partials may branch on their values; never on array values.
 _PYNUM = (int, float)
 
 
-def _zero(g, ans, *args, **kwargs):
-    return g * 0.0
+def _is_complex(x):
+    return getattr(getattr(x, 'dtype', None), 'kind', None) == 'c' or type(x) is complex
 
 
 # --------------------------------------------------------------------------
 # Arithmetic
 # --------------------------------------------------------------------------
 
-defvjp(np.add, identity, identity, kernel='({0} + {1})')
-defvjp(np.subtract, identity, lambda g, ans, x, y: -g, kernel='({0} - {1})')
-defvjp(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x,
-       kernel='({0} * {1})')
-defvjp(np.true_divide, lambda g, ans, x, y: g / y,            # np.divide is np.true_divide
-       lambda g, ans, x, y: -g * ans / y, kernel='({0} / {1})')
-defvjp(np.negative, lambda g, ans, x: -g, kernel='(-{0})')
-defvjp(np.positive, identity, kernel='{0}')
-defvjp(np.reciprocal, lambda g, ans, x: -g * ans * ans, kernel='(1.0 / {0})')
-defvjp(np.square, lambda g, ans, x: g * 2.0 * x,    # a 0-d g (lazy): one pass
-       kernel='({0} * {0})')
-defvjp(np.sqrt, lambda g, ans, x: g / (2.0 * ans), kernel='np.sqrt({0})')
-defvjp(np.cbrt, lambda g, ans, x: g / (3.0 * ans * ans), kernel='np.cbrt({0})')
-defvjp(np.absolute, lambda g, ans, x: g * np.sign(x),         # np.abs is np.absolute
-       kernel='abs({0})')
-defvjp(np.fabs, lambda g, ans, x: g * np.sign(x), kernel='abs({0})')
+defpartials(np.add, 1, 1, kernel='({0} + {1})')
+defpartials(np.subtract, 1, -1, kernel='({0} - {1})')
+defpartials(np.multiply, lambda ans, x, y: y, lambda ans, x, y: x, kernel='({0} * {1})')
+defpartials(np.true_divide, lambda ans, x, y: 1.0 / y,        # np.divide is np.true_divide
+            lambda ans, x, y: -ans / y, kernel='({0} / {1})',
+            vjps=(lambda g, ans, x, y: g / y if not _is_complex(y) else g / np.conj(y), None))
+defpartials(np.negative, -1, kernel='(-{0})')
+defpartials(np.positive, 1, kernel='{0}')
+defpartials(np.reciprocal, lambda ans, x: -ans * ans, kernel='(1.0 / {0})')
+defpartials(np.square, lambda ans, x: 2.0 * x, kernel='({0} * {0})',
+            vjps=(lambda g, ans, x: g * 2.0 * x if not _is_complex(x)    # a 0-d g (lazy):
+                  else g * 2.0 * np.conj(x),),)                         # one pass
+defpartials(np.sqrt, lambda ans, x: 0.5 / ans, kernel='np.sqrt({0})')
+defpartials(np.cbrt, lambda ans, x: 1.0 / (3.0 * ans * ans), kernel='np.cbrt({0})')
+defpartials(np.fabs, lambda ans, x: np.sign(x), kernel='abs({0})')
 # remainder (np.mod): ans = x - floor(x / y) * y; fmod truncates instead of flooring.
-defvjp(np.remainder, identity,
-       lambda g, ans, x, y: -g * np.floor_divide(x, y))
-defvjp(np.fmod, identity,
-       lambda g, ans, x, y: -g * np.trunc(x / y), kernel='np.fmod({0}, {1})')
-defvjp(np.floor_divide, _zero, _zero)
+defpartials(np.remainder, 1, lambda ans, x, y: -np.floor_divide(x, y))
+defpartials(np.fmod, 1, lambda ans, x, y: -np.trunc(x / y), kernel='np.fmod({0}, {1})')
+defpartials(np.floor_divide, 0, 0)
+
+
+def _abs_vjp(g, ans, x):
+    if _is_complex(x):                       # g * z / |z|, and 0 at z == 0
+        return g * (x / np.where(ans == 0, 1.0, ans))
+    return g * np.sign(x)
+
+
+def _abs_jvp(tangents, ans, x):
+    t = tangents[0]
+    if _is_complex(x):                       # Re(conj(z) dz) / |z|
+        return np.real(np.conj(x) * t) / np.where(ans == 0, 1.0, ans)
+    return np.sign(x) * t
+
+
+defvjp(np.absolute, _abs_vjp, kernel='abs({0})', jvp=_abs_jvp)   # np.abs is np.absolute
 
 
 # --------------------------------------------------------------------------
 # Powers
 # --------------------------------------------------------------------------
 
-def _power_vjps(power):
-    """Pullbacks of ``power(x, y)`` for np.power and np.float_power."""
+def _power_partials(power):
+    """Partial derivatives (and the base's faster pullback) of ``power(x, y)``."""
 
-    def base(g, ans, x, y):
+    def base(ans, x, y):
         if type(y) in _PYNUM:                     # a constant exponent: the common case
             if y == 2:
-                return g * 2.0 * x          # not g * (2.0 * x): a 0-d g (lazy) makes one pass
+                return 2.0 * x
             if y == 0:
-                return g * 0.0
-            return g * (y * power(x, y - 1))
+                return 0.0
+            return y * power(x, y - 1)
         # d/dx x**0 is 0 everywhere: exponent 1 where y == 0 avoids 0 * 0**-1 = nan
         # at x == 0 (masking the exponent, not the result, so no warning either).
-        return g * (y * power(x, np.where(y == 0, 1.0, y - 1)))
+        return y * power(x, np.where(y == 0, 1.0, y - 1))
 
-    def exponent(g, ans, x, y):
+    def base_vjp(g, ans, x, y):
+        if type(y) in _PYNUM and y == 2 and not _is_complex(x):
+            return g * 2.0 * x          # not g * (2.0 * x): a 0-d g (lazy) makes one pass
+        p = base(None, x, y)            # (the base's partial never reads ans: not kept)
+        return g * (np.conj(p) if _is_complex(p) else p)
+
+    def exponent(ans, x, y):
         if type(x) in _PYNUM:                     # constant base, e.g. 2.0 ** y
-            return g * (ans * math.log(x)) if x > 0 else g * 0.0
-        return g * (ans * np.log(np.where(x > 0, x, 1.0)))
+            if x > 0:
+                return ans * math.log(x)
+            if not _is_complex(ans):
+                return 0.0 * ans
+        if _is_complex(ans):
+            return ans * np.log(x * (1.0 + 0.0j))
+        return ans * np.log(np.where(x > 0, x, 1.0))
 
-    return base, exponent
+    return base, exponent, base_vjp
 
 
+_pow_base, _pow_exponent, _pow_base_vjp = _power_partials(np.power)
 # The forward is ``x ** y``: ndarray's operator has fast paths (x**2 as a square, x**0.5
 # as a square root) that the np.power ufunc called directly does not take.
-defvjp(np.power, *_power_vjps(np.power), fn=operator.pow, name='np.power', kernel='power')
-defvjp(np.float_power, *_power_vjps(np.float_power))
+defpartials(np.power, _pow_base, _pow_exponent, fn=operator.pow, name='np.power',
+            kernel='power', vjps=(_pow_base_vjp, None))
+_fpow_base, _fpow_exponent, _fpow_base_vjp = _power_partials(np.float_power)
+defpartials(np.float_power, _fpow_base, _fpow_exponent, vjps=(_fpow_base_vjp, None))
 
 
 # --------------------------------------------------------------------------
 # Exponentials and logarithms
 # --------------------------------------------------------------------------
 
-defvjp(np.exp, lambda g, ans, x: g * ans, kernel='np.exp({0})')
-defvjp(np.exp2, lambda g, ans, x: g * (ans * _LN2), kernel='np.exp2({0})')
-defvjp(np.expm1, lambda g, ans, x: g * (ans + 1.0), kernel='np.expm1({0})')
-defvjp(np.log, lambda g, ans, x: g / x, kernel='np.log({0})')
-defvjp(np.log2, lambda g, ans, x: g / (x * _LN2), kernel='np.log2({0})')
-defvjp(np.log10, lambda g, ans, x: g / (x * _LN10), kernel='np.log10({0})')
-defvjp(np.log1p, lambda g, ans, x: g / (x + 1.0), kernel='np.log1p({0})')
-defvjp(np.logaddexp, lambda g, ans, x, y: g * np.exp(x - ans),
-       lambda g, ans, x, y: g * np.exp(y - ans), kernel='np.logaddexp({0}, {1})')
-defvjp(np.logaddexp2, lambda g, ans, x, y: g * np.exp2(x - ans),
-       lambda g, ans, x, y: g * np.exp2(y - ans), kernel='np.logaddexp2({0}, {1})')
+defpartials(np.exp, lambda ans, x: ans, kernel='np.exp({0})')
+defpartials(np.exp2, lambda ans, x: ans * _LN2, kernel='np.exp2({0})')
+defpartials(np.expm1, lambda ans, x: ans + 1.0, kernel='np.expm1({0})')
+defpartials(np.log, lambda ans, x: 1.0 / x, kernel='np.log({0})')
+defpartials(np.log2, lambda ans, x: 1.0 / (x * _LN2), kernel='np.log2({0})')
+defpartials(np.log10, lambda ans, x: 1.0 / (x * _LN10), kernel='np.log10({0})')
+defpartials(np.log1p, lambda ans, x: 1.0 / (x + 1.0), kernel='np.log1p({0})')
+defpartials(np.logaddexp, lambda ans, x, y: np.exp(x - ans), lambda ans, x, y: np.exp(y - ans),
+            kernel='np.logaddexp({0}, {1})')
+defpartials(np.logaddexp2, lambda ans, x, y: np.exp2(x - ans),
+            lambda ans, x, y: np.exp2(y - ans), kernel='np.logaddexp2({0}, {1})')
 
 
 # --------------------------------------------------------------------------
 # Trigonometric and hyperbolic
 # --------------------------------------------------------------------------
 
-defvjp(np.sin, lambda g, ans, x: g * np.cos(x), kernel='np.sin({0})')
-defvjp(np.cos, lambda g, ans, x: -g * np.sin(x), kernel='np.cos({0})')
-defvjp(np.tan, lambda g, ans, x: g * (1.0 + ans * ans), kernel='np.tan({0})')
-defvjp(np.arcsin, lambda g, ans, x: g / np.sqrt(1.0 - x * x), kernel='np.arcsin({0})')
-defvjp(np.arccos, lambda g, ans, x: -g / np.sqrt(1.0 - x * x), kernel='np.arccos({0})')
-defvjp(np.arctan, lambda g, ans, x: g / (1.0 + x * x), kernel='np.arctan({0})')
-defvjp(np.arctan2, lambda g, ans, y, x: g * x / (x * x + y * y),
-       lambda g, ans, y, x: -g * y / (x * x + y * y), kernel='np.arctan2({0}, {1})')
-defvjp(np.hypot, lambda g, ans, x, y: g * (x / ans), lambda g, ans, x, y: g * (y / ans),
-       kernel='np.hypot({0}, {1})')
-defvjp(np.sinh, lambda g, ans, x: g * np.cosh(x), kernel='np.sinh({0})')
-defvjp(np.cosh, lambda g, ans, x: g * np.sinh(x), kernel='np.cosh({0})')
-defvjp(np.tanh, lambda g, ans, x: g * (1.0 - ans * ans), kernel='np.tanh({0})')
-defvjp(np.arcsinh, lambda g, ans, x: g / np.sqrt(x * x + 1.0), kernel='np.arcsinh({0})')
-defvjp(np.arccosh, lambda g, ans, x: g / np.sqrt(x * x - 1.0), kernel='np.arccosh({0})')
-defvjp(np.arctanh, lambda g, ans, x: g / (1.0 - x * x), kernel='np.arctanh({0})')
-defvjp(np.deg2rad, lambda g, ans, x: g * _RAD, kernel='np.deg2rad({0})')
-defvjp(np.radians, lambda g, ans, x: g * _RAD,       # a distinct ufunc object from deg2rad
-       kernel='np.radians({0})')
-defvjp(np.rad2deg, lambda g, ans, x: g * _DEG, kernel='np.rad2deg({0})')
-defvjp(np.degrees, lambda g, ans, x: g * _DEG,       # a distinct ufunc object from rad2deg
-       kernel='np.degrees({0})')
+defpartials(np.sin, lambda ans, x: np.cos(x), kernel='np.sin({0})')
+defpartials(np.cos, lambda ans, x: -np.sin(x), kernel='np.cos({0})')
+defpartials(np.tan, lambda ans, x: 1.0 + ans * ans, kernel='np.tan({0})')
+defpartials(np.arcsin, lambda ans, x: 1.0 / np.sqrt(1.0 - x * x), kernel='np.arcsin({0})')
+defpartials(np.arccos, lambda ans, x: -1.0 / np.sqrt(1.0 - x * x), kernel='np.arccos({0})')
+defpartials(np.arctan, lambda ans, x: 1.0 / (1.0 + x * x), kernel='np.arctan({0})')
+defpartials(np.arctan2, lambda ans, y, x: x / (x * x + y * y),
+            lambda ans, y, x: -y / (x * x + y * y), kernel='np.arctan2({0}, {1})')
+defpartials(np.hypot, lambda ans, x, y: x / ans, lambda ans, x, y: y / ans,
+            kernel='np.hypot({0}, {1})')
+defpartials(np.sinh, lambda ans, x: np.cosh(x), kernel='np.sinh({0})')
+defpartials(np.cosh, lambda ans, x: np.sinh(x), kernel='np.cosh({0})')
+defpartials(np.tanh, lambda ans, x: 1.0 - ans * ans, kernel='np.tanh({0})')
+defpartials(np.arcsinh, lambda ans, x: 1.0 / np.sqrt(x * x + 1.0), kernel='np.arcsinh({0})')
+defpartials(np.arccosh, lambda ans, x: 1.0 / np.sqrt(x * x - 1.0), kernel='np.arccosh({0})')
+defpartials(np.arctanh, lambda ans, x: 1.0 / (1.0 - x * x), kernel='np.arctanh({0})')
+defpartials(np.deg2rad, _RAD, kernel='np.deg2rad({0})')
+defpartials(np.radians, _RAD, kernel='np.radians({0})')   # a distinct ufunc from deg2rad
+defpartials(np.rad2deg, _DEG, kernel='np.rad2deg({0})')
+defpartials(np.degrees, _DEG, kernel='np.degrees({0})')   # a distinct ufunc from rad2deg
 
 
-def _sinc_vjp(g, ans, x):
+def _sinc_partial(ans, x):
     # d/dx sin(pi x)/(pi x) = (cos(pi x) - sinc(x)) / x; the numerator is 0 at x == 0,
     # so a safe denominator there gives the right limit, 0, without a second np.where.
-    return g * ((np.cos(np.pi * x) - ans) / np.where(x == 0, 1.0, x))
+    return (np.cos(np.pi * x) - ans) / np.where(x == 0, 1.0, x)
 
 
-defvjp(np.sinc, _sinc_vjp)
+defpartials(np.sinc, _sinc_partial)
+
+
+# --------------------------------------------------------------------------
+# Complex parts: real, imag, conj, angle (non-holomorphic: explicit rules)
+# --------------------------------------------------------------------------
+
+def _real_vjp(g, ans, x):
+    return g * x.dtype.type(1) if _is_complex(x) else g        # a complex cotangent
+
+
+def _imag_vjp(g, ans, x):
+    return g * x.dtype.type(1j) if _is_complex(x) else g * 0.0     # i g: d/dy of x + iy
+
+
+def _angle_vjp(g, ans, z, deg=False):
+    if not _is_complex(z):
+        return g * 0.0
+    scale = _DEG if deg else 1.0       # d atan2(y, x) = (x dy - y dx) / |z|^2
+    r2 = np.real(z * np.conj(z))
+    return g * (1j * scale) * z / np.where(r2 == 0, 1.0, r2)
+
+
+def _angle_jvp(tangents, ans, z, deg=False):
+    t = tangents[0]
+    if not _is_complex(z):
+        return np.real(t) * 0.0
+    r2 = np.real(z * np.conj(z))
+    return np.imag(np.conj(z) * t) / np.where(r2 == 0, 1.0, r2) * (_DEG if deg else 1.0)
+
+
+defvjp(np.real, _real_vjp, linear='joint', view=True)   # a real x is returned as is
+defvjp(np.imag, _imag_vjp, linear='joint')
+defvjp(np.conjugate, lambda g, ans, x: np.conj(g), linear='joint',   # np.conj is np.conjugate
+       kernel='{0}')                     # (compiled for real dtypes only)
+defvjp(np.angle, _angle_vjp, jvp=_angle_jvp)
+
+
+def _real_if_close(a, tol=100):
+    # A value-dependent choice (a guard on a recorded tape): NumPy's own test.
+    if _is_complex(a) and np.all(np.abs(np.imag(a)) < tol * np.finfo(a.dtype).eps):
+        return np.real(a)
+    return a
+
+
+defcomposite(np.real_if_close, _real_if_close)
 
 
 # --------------------------------------------------------------------------
 # Selection: maximum/minimum, clip, where
 # --------------------------------------------------------------------------
 
-def _picked(g, ans, a, b):
-    """Cotangent of ``a`` in max/min(a, b): all of g where ``a`` was taken, half at ties."""
-    return g * np.where(a == b, ans.dtype.type(0.5), a == ans)
+def _picked(ans, a, b):
+    """d max/min(a, b) / d a: 1 where ``a`` was taken, half at ties."""
+    return np.where(a == b, ans.dtype.type(0.5), a == ans)
 
 
-def _picked_other(g, ans, a, b):
-    return _picked(g, ans, b, a)
+def _picked_other(ans, a, b):
+    return _picked(ans, b, a)
 
 
 for _f in (np.maximum, np.minimum, np.fmax, np.fmin):
-    defvjp(_f, _picked, _picked_other, kernel=f'np.{_f.__name__}({{0}}, {{1}})')
+    defpartials(_f, _picked, _picked_other, kernel=f'np.{_f.__name__}({{0}}, {{1}})')
 
 
 def _clip_bounds(rest, kwargs):
@@ -187,31 +266,44 @@ def _clip_bounds(rest, kwargs):
     return lo, hi
 
 
+def _clip_masks(ans, a, rest, kwargs):
+    """d clip / d (a, lo, hi): where each was taken (see the module docstring)."""
+    lo, hi = _clip_bounds(rest, kwargs)
+    to_lo = (ans == lo) & (ans != a)
+    if hi is not None:
+        to_lo = to_lo & (ans != hi)
+    return a == ans, to_lo, (ans == hi) & (ans != a)
+
+
 def _clip_a(g, ans, a, *rest, **kwargs):
     return g * (a == ans)
 
 
 def _clip_lo(g, ans, a, *rest, **kwargs):
-    lo, hi = _clip_bounds(rest, kwargs)
-    taken = (ans == lo) & (ans != a)
-    if hi is not None:
-        taken = taken & (ans != hi)
-    return g * taken
+    return g * _clip_masks(ans, a, rest, kwargs)[1]
 
 
 def _clip_hi(g, ans, a, *rest, **kwargs):
-    lo, hi = _clip_bounds(rest, kwargs)
-    return g * ((ans == hi) & (ans != a))
+    return g * _clip_masks(ans, a, rest, kwargs)[2]
 
 
-defvjp(np.clip, _clip_a, _clip_lo, _clip_hi, kernel='clip')
+def _clip_jvp(tangents, ans, a, *rest, **kwargs):
+    out = None
+    for mask, t in zip(_clip_masks(ans, a, rest, kwargs), tangents):
+        if t is not None:
+            out = mask * t if out is None else out + mask * t
+    return out
+
+
+defvjp(np.clip, _clip_a, _clip_lo, _clip_hi, kernel='clip', jvp=_clip_jvp)
 
 # np.where(cond, x, y): the condition carries no gradient.  One-argument np.where
 # (indices) returns plain arrays: a tracked condition is position 0, which has no
 # pullback, so nothing is recorded.
 defvjp(np.where, None,
        lambda g, ans, c, x, y: np.where(c, g, 0.0),
-       lambda g, ans, c, x, y: np.where(c, 0.0, g), kernel='({1} if {0} else {2})')
+       lambda g, ans, c, x, y: np.where(c, 0.0, g), kernel='({1} if {0} else {2})',
+       linear='joint')
 
 
 # --------------------------------------------------------------------------
@@ -219,6 +311,6 @@ defvjp(np.where, None,
 # --------------------------------------------------------------------------
 
 for _f in (np.floor, np.ceil, np.trunc, np.rint, np.sign):
-    defvjp(_f, _zero, kernel=f'np.{_f.__name__}({{0}})')
+    defpartials(_f, 0, kernel=f'np.{_f.__name__}({{0}})')
 for _f in (np.round, np.around):
-    defvjp(_f, _zero)
+    defvjp(_f, lambda g, ans, *args, **kwargs: g * 0.0, jvp=lambda t, ans, *a, **k: ans * 0.0)

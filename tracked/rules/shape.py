@@ -131,10 +131,13 @@ def _astype_fwd(x, dtype):
 
 
 def _cast_like(g, x):
+    """Cotangent ``g`` in ``x``'s dtype: a real ``x`` takes the real part of a complex one."""
     dtype = x.dtype
-    if isinstance(g, Tracked) or hasattr(g, 'astype'):
-        return g if g.dtype == dtype else g.astype(dtype)
-    return np.asarray(g, dtype=dtype)
+    if not (isinstance(g, Tracked) or hasattr(g, 'astype')):
+        g = np.asarray(g)
+    if g.dtype.kind == 'c' and dtype.kind != 'c':
+        g = np.real(g)
+    return g if g.dtype == dtype else g.astype(dtype)
 
 
 _astype = Primitive(_astype_fwd, (lambda g, ans, x, dtype: _cast_like(g, x),), name='astype',
@@ -147,10 +150,11 @@ def _astype_composite(x, dtype, **kwargs):
     # would break that idiom.  It goes through call_nondiff so a GradientTape
     # records it as a guard.
     dt = np.dtype(dtype)
-    if dt.kind == 'f':
+    if dt.kind in 'fc':
+        if dt.kind == 'f' and getattr(x, 'dtype', dt).kind == 'c':
+            raise TypeError(f'astype({dt}) of a complex value would discard its imaginary '
+                            f'part; take np.real(x) (or np.abs(x)) first')
         return apply(_astype, (x, dt), {})
-    if dt.kind == 'c':
-        raise TypeError(f'astype({dt}): complex values are not supported by tracked yet')
     return call_nondiff(np.astype, (x, dt), {})
 
 
