@@ -8,8 +8,8 @@ the tape sums them back.  Constants built inside pullbacks (identity matrices,
 triangle masks) take the cotangent's dtype, so float32 stays float32.
 
 Primitives own the numerics: matmul, einsum, inv, det, solve, cholesky, pinv, and
-packed internal primitives for the multi-output slogdet and eigh (one array holding
-both outputs, indexed with the tracked getitem so both cotangents flow back).
+the multi-output slogdet and eigh (one entry each, returning NumPy's own named
+tuples; their pullbacks get one cotangent per output, None where unused).
 dot, vdot, inner, outer, tensordot, kron and cross are composites: written with
 those primitives (and reshape/transpose/multiply), their derivatives fall out.  So
 are the other spellings: np.linalg.matmul/tensordot/outer/cross/vecdot, the
@@ -32,18 +32,12 @@ Conventions where NumPy's functions read only part of their input:
 import functools
 import operator
 import string
-from collections import namedtuple
 
 import numpy as np
 
 from ..registry import Primitive, defcomposite, defvjp
 from ..values import Tracked, apply
 
-try:   # NumPy 2 result types, so that our results look like NumPy's
-    from numpy.linalg._linalg import EighResult, SlogdetResult
-except ImportError:   # pragma: no cover - NumPy 1.x
-    EighResult = namedtuple('EighResult', ['eigenvalues', 'eigenvectors'])
-    SlogdetResult = namedtuple('SlogdetResult', ['sign', 'logabsdet'])
 
 
 # --------------------------------------------------------------------------
@@ -74,6 +68,15 @@ def _mT(x):
     return np.transpose(x, perm)
 
 
+def _is_complex(x):
+    return _dtype(x).kind == 'c'
+
+
+def _mH(x):
+    """The conjugate transpose of each matrix (the transpose for real ones)."""
+    return np.conj(_mT(x)) if _is_complex(x) else _mT(x)
+
+
 def _col(x):
     """Append an axis: ``x[..., None]``."""
     return np.reshape(x, tuple(_shape(x)) + (1,))
@@ -96,15 +99,19 @@ def _moveaxis(x, src, dst):
 
 
 def _fold_triangle(s, lower=True):
-    """Gradient of a function of the symmetric matrix that one triangle of the input
-    stands for: ``diag(s) + tril(s + s.T, -1)`` (``triu`` when not ``lower``)."""
+    """Gradient of a function of the symmetric (Hermitian) matrix that one triangle of
+    the input stands for: ``diag(s) + tril(s + s^H, -1)`` (``triu`` when not ``lower``);
+    LAPACK reads only the real part of a complex diagonal."""
     n = _shape(s)[-1]
     dt = _dtype(s)
     eye = np.eye(n, dtype=dt)
     strict = np.tri(n, k=-1, dtype=dt)
     if not lower:
         strict = strict.T
-    return s * eye + (s + _mT(s)) * strict
+    diag = s * eye
+    if _is_complex(s):
+        diag = np.real(diag) * (1.0 + 0.0j)
+    return diag + (s + _mH(s)) * strict
 
 
 def _reject_out(name, out):
@@ -376,21 +383,18 @@ def _det_vjp(g, ans, a):
     return _col(_col(g * ans)) * _mT(np.linalg.inv(a))
 
 
-def _slogdet_fwd(a):
-    sign, logabsdet = np.linalg.slogdet(a)
-    return np.stack((sign, logabsdet))
-
-
 def _slogdet_vjp(g, ans, a):
-    return _col(_col(g[1])) * _mT(np.linalg.inv(a))     # g[0] (the sign's) has no effect
+    # d log|det A| = Re tr(A^-1 dA); a complex A's sign (its phase e^{i t}) moves too:
+    # dt = Im tr(A^-1 dA).  A real A's sign is locally constant: no gradient.
+    gsign, glog = g
+    sign = ans[0]
+    coef = 0.0 if glog is None else glog
+    if gsign is not None and _is_complex(sign):
+        coef = coef + 1j * np.real(np.conj(gsign) * 1j * sign)
+    return _col(_col(coef)) * _mH(np.linalg.inv(a))
 
 
-_slogdet_packed = Primitive(_slogdet_fwd, (_slogdet_vjp,), name='np.linalg.slogdet')
-
-
-def _slogdet(a):
-    packed = apply(_slogdet_packed, (a,), {})
-    return SlogdetResult(packed[0], packed[1])
+defvjp(np.linalg.slogdet, _slogdet_vjp, multi=True)
 
 
 def _solve_vjp_b(g, ans, a, b):
@@ -409,7 +413,6 @@ def _solve_vjp_a(g, ans, a, b):
 
 defvjp(np.linalg.inv, _inv_vjp)
 defvjp(np.linalg.det, _det_vjp)
-defcomposite(np.linalg.slogdet, _slogdet)
 defvjp(np.linalg.solve, _solve_vjp_a, _solve_vjp_b)
 
 
@@ -437,32 +440,25 @@ def _cholesky_vjp(g, ans, a, upper=False):
 defvjp(np.linalg.cholesky, _cholesky_vjp)
 
 
-def _eigh_fwd(a, UPLO='L'):
-    w, v = np.linalg.eigh(a, UPLO=UPLO)
-    return np.concatenate((_row(w), v), axis=-2)      # (..., n + 1, n): w on top of v
-
-
 def _eigh_vjp(g, ans, a, UPLO='L'):
-    w, v = ans[..., 0, :], ans[..., 1:, :]
-    gw, gv = g[..., 0, :], g[..., 1:, :]
+    # A = V diag(w) V^H: S = V (diag(gw) + F o (V^H gV)) V^H with F[i, j] = 1/(w_j - w_i),
+    # then folded onto the triangle NumPy read.
+    gw, gv = g
+    w, v = ans
     n = _shape(w)[-1]
-    vt = _mT(v)
-    diff = _row(w) - _col(w)                      # diff[i, j] = w_j - w_i
-    same = diff == 0                              # the diagonal, and repeated eigenvalues
-    f = ~same / (diff + same)                     # 1 / (w_j - w_i), 0 where undefined
-    inner = _row(gw) * np.eye(n, dtype=_dtype(g)) + f * (vt @ gv)
-    return _fold_triangle(v @ inner @ vt, lower=UPLO.upper() == 'L')
+    vh = _mH(v)
+    inner = 0.0
+    if gw is not None:
+        inner = _row(gw) * np.eye(n, dtype=_dtype(w))
+    if gv is not None:
+        diff = _row(w) - _col(w)                  # diff[i, j] = w_j - w_i
+        same = diff == 0                          # the diagonal, and repeated eigenvalues
+        f = ~same / (diff + same)                 # 1 / (w_j - w_i), 0 where undefined
+        inner = inner + f * (vh @ gv)
+    return _fold_triangle(v @ inner @ vh, lower=UPLO.upper() == 'L')
 
 
-_eigh_packed = Primitive(_eigh_fwd, (_eigh_vjp,), name='np.linalg.eigh')
-
-
-def _eigh(a, UPLO='L'):
-    packed = apply(_eigh_packed, (a,), {'UPLO': UPLO})
-    return EighResult(packed[..., 0, :], packed[..., 1:, :])
-
-
-defcomposite(np.linalg.eigh, _eigh)
+defvjp(np.linalg.eigh, _eigh_vjp, multi=True)
 
 
 def _pinv_vjp(g, ans, a, *args, hermitian=False, **kwargs):
@@ -563,7 +559,7 @@ def _matrix_power(a, n):
 
 
 def _eigvalsh(a, UPLO='L'):
-    return np.linalg.eigh(a, UPLO=UPLO).eigenvalues
+    return np.linalg.eigh(a, UPLO=UPLO)[0]
 
 
 defcomposite(np.linalg.matmul, lambda a, b: np.matmul(a, b))
