@@ -323,7 +323,7 @@ def test_jvp_matches_jacobian_and_needs_no_matrix(monkeypatch):
     Jx, Js = tr.jacobian(f, x, s)
     counter = _SweepCounter(monkeypatch)
     y, Jv = tr.jvp(f, (x, s), (v, w))
-    assert counter.n == 2        # u -> J^T u recorded once, one sweep over it: any size
+    assert counter.n == 0        # forward mode: one pass, no reverse sweep, no tape
     np.testing.assert_allclose(y, f(x, s))
     np.testing.assert_allclose(Jv, Jx @ v + Js * w, rtol=1e-12)
     assert Jv.shape == (7,)
@@ -344,7 +344,7 @@ def test_hvp_matches_hessian(monkeypatch):
     H = _hand_hessian(W, x)
     counter = _SweepCounter(monkeypatch)
     Hv = tr.hvp(_mlp_like(W), x, v)
-    assert counter.n == 2        # the recorded gradient, then one sweep over it
+    assert counter.n == 1        # one reverse sweep, carrying the tangent v (forward mode)
     np.testing.assert_allclose(Hv, H @ v, rtol=1e-12)
     np.testing.assert_array_equal(tr.hvp(lambda x: np.sum(x), x, v), np.zeros(5))
 

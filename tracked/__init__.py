@@ -2,14 +2,15 @@
 from .values import TrackedArray, TrackedReal, back
 from . import rules  # noqa: F401  (fills the registry)
 from . import api  # noqa: F401
-from .api import (gradient, withgradient, pullback, jacobian, withjacobian,  # noqa: F401
-                  hessian, hessian_reverse, diaghessian, jvp, hvp)
+from .api import gradient, withgradient, pullback  # noqa: F401
+from .jacobians import (jacobian, withjacobian, hessian, hessian_reverse,  # noqa: F401
+                        diaghessian, jvp, hvp)
 from .functors import fmap, leaf, param, data, grad, zero_grad, istracked  # noqa: F401
 from .custom import rule, ignore_derivatives, non_differentiable, checkpoint  # noqa: F401
 from .backends import AutoTracked, AutoFiniteDifferences  # noqa: F401
 from .compiled_tape import (GradientTape, JacobianTape, HessianTape, compile,  # noqa: F401
                             TapeGuardError, AutoCompiled)
-from .testing import gradcheck
+from .testing import gradcheck, jvpcheck  # noqa: F401
 from . import nn  # noqa: F401
 from .nn import (Dense, Embedding, Chain, relu, sigmoid, tanh, softmax, logsoftmax,  # noqa: F401
                  logsumexp, mse, crossentropy, logitcrossentropy, onehot)

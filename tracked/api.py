@@ -2,9 +2,9 @@
 
 ``vjp`` is the one primitive: it records ``f`` at a fresh trace level (above every
 level that exists, so calls nest without perturbation confusion) and returns the
-value and a reusable ``back``.  ``pullback`` adds argument trees; ``gradient``,
-``withgradient``, ``jacobian``, ``hessian``, ``diaghessian``, ``jvp`` and ``hvp`` are
-a few lines each over ``pullback``.  Values returned are plain relative to the
+value and a reusable ``back``.  ``pullback`` adds argument trees; ``gradient`` and
+``withgradient`` are a few lines over it (Jacobians, Hessians and forward mode:
+``jacobians.py``).  Values returned are plain relative to the
 call's level: at the top level NumPy values, under nesting possibly tracked at an
 outer level, which is what makes derivatives of derivatives work.
 """
@@ -18,11 +18,9 @@ from .registry import Primitive
 from .tape import backward, new_level, new_node
 from .values import Tracked, as_value, leaf, plain
 
-__all__ = ['vjp', 'pullback', 'gradient', 'withgradient', 'jacobian', 'withjacobian',
-           'hessian', 'hessian_reverse', 'diaghessian', 'jvp', 'hvp']
+__all__ = ['vjp', 'pullback', 'gradient', 'withgradient']
 
 WithGradient = namedtuple('WithGradient', ['val', 'grad'])
-WithJacobian = namedtuple('WithJacobian', ['val', 'grad'])
 
 
 # --------------------------------------------------------------------------
@@ -369,200 +367,3 @@ def gradient(f, *args):
     (array([14., 22., 26.]),)
     """
     return withgradient(f, *args).grad
-
-
-# --------------------------------------------------------------------------
-# Jacobians and Hessians
-# --------------------------------------------------------------------------
-
-def _array_arg(x):
-    """Jacobian-style operators take array-likes: a list of numbers is an array."""
-    return np.asarray(x) if _is_number_list(x) else x
-
-
-def _rows_to_matrix(rows, a, m):
-    """``J[k, i]`` from the row cotangents of one argument leaf ``a``."""
-    n = int(np.size(a)) if not isinstance(a, Tracked) else a.size
-    scalar = np.ndim(a) == 0 if not isinstance(a, Tracked) else a.ndim == 0
-    dtype = _float_dtype(a)
-    if any(isinstance(r, Tracked) for r in rows):
-        zero = np.zeros(() if scalar else (n,), dtype)
-        return np.stack([zero if r is None else (r if scalar else np.reshape(r, (n,)))
-                         for r in rows])
-    J = np.zeros((m,) if scalar else (m, n), dtype)
-    for k, r in enumerate(rows):
-        if r is not None:
-            J[k] = r if scalar else np.ravel(r)
-    return J
-
-
-def withjacobian(f, *args):
-    """``withjacobian(f, *args) -> (val, grad)``: the value of ``f`` and, per argument,
-    ``J[k, i] = d y.ravel()[k] / d a.ravel()[i]``.
-
-    ``f`` runs once; each row is one reverse sweep over the recorded tape.  A
-    scalar argument gives a vector, a scalar ``y`` one row; non-numeric arguments give None.
-
-    >>> import numpy as np, tracked as tr
-    >>> val, (J,) = tr.withjacobian(np.cumsum, np.array([1, 2, 3]))
-    >>> val, J
-    (array([1., 3., 6.]), array([[1., 0., 0.],
-           [1., 1., 0.],
-           [1., 1., 1.]]))
-    """
-    spec = _Args(tuple(_array_arg(a) for a in args))
-    y, back = vjp(lambda *ls: f(*spec.rebuild(ls)), *spec.flat)
-    if not _differentiable(y):
-        raise ValueError(f'jacobian needs f to return one array or number; f returned '
-                         f'{type(y).__name__}. Use pullback(f, ...) for other outputs.')
-    shape = np.shape(y) if not isinstance(y, Tracked) else y.shape
-    m = int(np.prod(shape))
-    dtype = _float_dtype(y)
-    basis = np.eye(m, dtype=dtype).reshape((m,) + shape)
-    rows = [back(basis[k]) for k in range(m)]
-    jacs = [_rows_to_matrix([r[j] for r in rows], a, m) for j, a in enumerate(spec.flat)]
-    return WithJacobian(y, spec.gradients(jacs, _keep_arg))
-
-
-def jacobian(f, *args):
-    """``jacobian(f, *args)``: per argument the matrix ``J[k, i] = d y.ravel()[k] / d a.ravel()[i]``.
-
-    >>> import numpy as np, tracked as tr
-    >>> J, = tr.jacobian(lambda a: 100 * a[:3] ** 2, np.arange(1, 8))
-    >>> J.shape, np.diag(J)
-    ((3, 7), array([200., 400., 600.]))
-    """
-    return withjacobian(f, *args).grad
-
-
-def _zeros_if_none(g, x):
-    if g is not None:
-        return g
-    return np.zeros(np.shape(plain(x)), _float_dtype(x))
-
-
-def _grad_of(f):
-    """``x -> gradient(f, x)[0]`` (zeros where ``f`` does not depend on ``x``)."""
-    return lambda x: _zeros_if_none(gradient(f, x)[0], x)
-
-
-def hessian(f, x):
-    """``hessian(f, x)``: ``H[i, j] = d^2 f / d x.ravel()[i] d x.ravel()[j]``; a scalar for scalar ``x``.
-
-    The Jacobian of the gradient: ``f`` and its backward pass are recorded once, then
-    each row is one reverse sweep over that recording.
-
-    >>> import numpy as np, tracked as tr
-    >>> tr.hessian(np.sin, np.pi / 2)
-    np.float64(-1.0)
-    >>> tr.hessian(lambda x: x[0] ** 2 * x[1], np.array([1.0, 3.0]))
-    array([[6., 2.],
-           [2., 0.]])
-    """
-    x = _array_arg(x)
-    H = jacobian(_grad_of(f), x)[0]
-    return H[0] if np.ndim(plain(x)) == 0 else H
-
-
-def hessian_reverse(f, x):
-    """``hessian_reverse(f, x)``: the Hessian, each row by its own reverse-over-reverse pass.
-
-    Same result as ``hessian``, without sharing one recording between rows: slower,
-    and an independent check of it.
-
-    >>> import numpy as np, tracked as tr
-    >>> tr.hessian_reverse(lambda x: x[0] ** 2 * x[1], np.array([1.0, 3.0]))
-    array([[6., 2.],
-           [2., 0.]])
-    """
-    x = _array_arg(x)
-    n = int(np.size(plain(x)))
-    shape = np.shape(plain(x))
-    g = _grad_of(f)
-    rows = [_zeros_if_none(gradient(lambda x, k=k: np.reshape(g(x), (n,))[k], x)[0], x)
-            for k in range(n)]
-    if not shape:
-        return rows[0]
-    return np.stack([np.reshape(r, (n,)) for r in rows])
-
-
-def diaghessian(f, *args):
-    """``diaghessian(f, *args)``: per argument an array shaped like it, the Hessian's diagonal.
-
-    >>> import numpy as np, tracked as tr
-    >>> np.round(tr.diaghessian(np.arctan2, 1, 2), 2)
-    array([-0.16,  0.16])
-    """
-    spec = _Args(tuple(_array_arg(a) for a in args))
-    nflat = len(spec.flat)
-
-    def grads(*ls):
-        return tuple(_zeros_if_none(g, x) for g, x in zip(
-            gradient(lambda *l2: f(*spec.rebuild(l2)), *ls), ls))
-    _, back = vjp(grads, *spec.flat)
-    diags = []
-    for j, a in enumerate(spec.flat):
-        shape = np.shape(plain(a))
-        n = int(np.prod(shape))
-        entries = []
-        for k in range(n):
-            e = np.zeros(n)
-            e[k] = 1
-            seed = (None,) * j + (e.reshape(shape),) + (None,) * (nflat - j - 1)
-            col = back(seed)[j]
-            entries.append(0.0 if col is None else np.reshape(col, (n,))[k])
-        diags.append(_assemble(entries, shape, a))
-    return spec.gradients(diags, _keep_arg)
-
-
-def _assemble(entries, shape, a):
-    dtype = _float_dtype(a)
-    if any(isinstance(v, Tracked) for v in entries):
-        d = np.stack([v if isinstance(v, Tracked) else np.asarray(v, dtype) for v in entries])
-        return np.reshape(d, shape)
-    d = np.array(entries, dtype).reshape(shape)
-    return d if isinstance(a, np.ndarray) else d[()]
-
-
-# --------------------------------------------------------------------------
-# Products without matrices
-# --------------------------------------------------------------------------
-
-def jvp(f, args, tangents):
-    """``jvp(f, args, tangents) -> (y, J @ v)``: the value of ``f(*args)`` and its
-    directional derivative along ``tangents`` (one per argument, mirroring it), without
-    forming ``J``.
-
-    Reverse over reverse (the double-vjp trick): ``u -> J^T u`` is linear, and its
-    pullback along ``v`` is ``J v``; no forward mode is needed.
-
-    >>> import numpy as np, tracked as tr
-    >>> tr.jvp(lambda x, y: x * y, (np.array([1., 2.]), 3.0), (np.array([1., 0.]), 1.0))
-    (array([3., 6.]), array([4., 2.]))
-    """
-    if not isinstance(args, tuple):
-        args, tangents = (args,), (tangents,)
-    y, back = pullback(f, *args)
-    if not _differentiable(y):
-        raise ValueError(f'jvp needs f to return one array or number; f returned '
-                         f'{type(y).__name__}')
-    u0 = np.zeros(np.shape(plain(y)), _float_dtype(y))
-    u0 = u0 if u0.ndim else u0[()]
-    _, back_linear = pullback(back, u0)
-    Jv = back_linear(tuple(tangents))[0]
-    return y, u0 if Jv is None else Jv
-
-
-def hvp(f, x, v):
-    """``hvp(f, x, v)``: the Hessian of scalar ``f`` at ``x`` times ``v``, without forming it.
-
-    One recording of the gradient and one reverse sweep over it.
-
-    >>> import numpy as np, tracked as tr
-    >>> tr.hvp(lambda x: np.sum(x ** 3), np.array([1., 2.]), np.array([1., 1.]))
-    array([ 6., 12.])
-    """
-    x = _array_arg(x)
-    _, back = pullback(_grad_of(f), x)
-    Hv = back(v)[0]
-    return _zeros_if_none(Hv, x)

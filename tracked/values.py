@@ -27,17 +27,21 @@ def apply(prim, args, kwargs):
     """Run primitive ``prim`` on ``args`` and record it at the highest level among them."""
     # The hot path of the eager tape: every line here costs on each operation.
     level = -1
+    top = None
     for a in args:
         if isinstance(a, Tracked):
             lv = a._node.level
             if lv > level:
                 level = lv
+                top = a
     if prim.index_args:                 # indexing: parts of an index may be recorded values
         lv = _index_level(prim.index_args, args)
         if lv > level:
             level = lv
     if level < 0:
         return prim.fn(*args, **kwargs)
+    if top is not None and top._forward:    # the highest level carries tangents (forward.py)
+        return forward_apply(prim, args, kwargs, level)
     if _tape._special_threads:
         if recording_paused():
             return prim.fn(*[plain(a) for a in args], **kwargs)
@@ -82,6 +86,12 @@ def apply(prim, args, kwargs):
     if prim.multi and isinstance(ans, tuple):
         return record_outputs(prim, vals, kwargs, ans, parents, mask << _KEY_SHIFT | i, level)
     return record(prim, vals, kwargs, ans, parents, mask << _KEY_SHIFT | i, level)
+
+
+def forward_apply(prim, args, kwargs, level):
+    """Forward mode at ``level`` (replaced by ``tracked.forward`` when it is imported)."""
+    from . import forward
+    return forward.forward_apply(prim, args, kwargs, level)
 
 
 def _index_level(positions, args, below=None):
@@ -393,6 +403,7 @@ class Tracked:
     __slots__ = ('_node', '_value', '__weakref__')
     __array_priority__ = 1000.0
     __hash__ = object.__hash__
+    _forward = False            # True for forward mode's ``Dual`` (no tape entry)
 
     # -- value and metadata -------------------------------------------------
     @property
@@ -505,31 +516,7 @@ class Tracked:
                 n.seq = _next_seq()
                 n.same_shape = True
                 return t
-        if kwargs.get('out') is not None:
-            raise TypeError(f'np.{ufunc.__name__}(..., out=...) cannot write a tracked '
-                            f'result into an array; use y = np.{ufunc.__name__}(...) instead')
-        if method == '__call__':
-            if any(type(a) in _SEQUENCES for a in inputs):
-                inputs = [_sequence_operand(a) if type(a) in _SEQUENCES else a for a in inputs]
-            if 'where' in kwargs:
-                raise TypeError(f'np.{ufunc.__name__}(..., where=...) is not supported on '
-                                f'tracked values (without out= NumPy leaves the masked '
-                                f'entries uninitialised); use np.where(mask, '
-                                f'np.{ufunc.__name__}(...), other) instead')
-            if kwargs:
-                kwargs = _ufunc_kwargs(ufunc, kwargs)
-            return call(ufunc, *inputs, **kwargs)
-        table = {'reduce': registry.REDUCE, 'accumulate': registry.ACCUMULATE}.get(method)
-        if table is not None and ufunc in table:
-            kwargs.pop('out', None)
-            if kwargs.get('dtype') is not None:
-                raise TypeError(f'np.{ufunc.__name__}.{method}: dtype= is not supported '
-                                f'on tracked values; use .astype first')
-            kwargs.pop('dtype', None)
-            kwargs.setdefault('axis', 0)   # ufunc.reduce/accumulate default to axis 0, np.sum to None
-            return call(table[ufunc], *inputs, **kwargs)
-        raise TypeError(f'tracked has no derivative rule for np.{ufunc.__name__}.{method}. '
-                        f'Define one with @tr.rule, or call it on tr.data(x).')
+        return ufunc_call(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
         if kwargs.get('out') is not None:
@@ -589,11 +576,11 @@ class Tracked:
                 return record(_FAST['slice'], (v, idx), _NOKW, v[idx], ((0, node),), _KEY_X,
                               node.level)
         else:                                   # (_plain_index leaves a slice as it is)
-            idx = _plain_index(self, idx)
+            idx = plain_index(self, idx)
         return call(operator.getitem, self, idx)
 
     def __setitem__(self, idx, value):
-        idx = _plain_index(self, idx)
+        idx = plain_index(self, idx)
         self._mutate(call(operator.setitem, self, idx, value), idx)
 
     def _mutate(self, new, idx=None):
@@ -699,6 +686,36 @@ class TrackedReal(Tracked):
     __slots__ = ()
 
 
+def ufunc_call(ufunc, method, inputs, kwargs):
+    """``__array_ufunc__`` beyond the eager fast path: every ufunc method on tracked
+    values (``Dual`` values of forward mode come here directly)."""
+    if kwargs.get('out') is not None:
+        raise TypeError(f'np.{ufunc.__name__}(..., out=...) cannot write a tracked '
+                        f'result into an array; use y = np.{ufunc.__name__}(...) instead')
+    if method == '__call__':
+        if any(type(a) in _SEQUENCES for a in inputs):
+            inputs = [_sequence_operand(a) if type(a) in _SEQUENCES else a for a in inputs]
+        if 'where' in kwargs:
+            raise TypeError(f'np.{ufunc.__name__}(..., where=...) is not supported on '
+                            f'tracked values (without out= NumPy leaves the masked '
+                            f'entries uninitialised); use np.where(mask, '
+                            f'np.{ufunc.__name__}(...), other) instead')
+        if kwargs:
+            kwargs = _ufunc_kwargs(ufunc, kwargs)
+        return call(ufunc, *inputs, **kwargs)
+    table = {'reduce': registry.REDUCE, 'accumulate': registry.ACCUMULATE}.get(method)
+    if table is not None and ufunc in table:
+        kwargs.pop('out', None)
+        if kwargs.get('dtype') is not None:
+            raise TypeError(f'np.{ufunc.__name__}.{method}: dtype= is not supported '
+                            f'on tracked values; use .astype first')
+        kwargs.pop('dtype', None)
+        kwargs.setdefault('axis', 0)   # ufunc.reduce/accumulate default to axis 0, np.sum to None
+        return call(table[ufunc], *inputs, **kwargs)
+    raise TypeError(f'tracked has no derivative rule for np.{ufunc.__name__}.{method}. '
+                    f'Define one with @tr.rule, or call it on tr.data(x).')
+
+
 def _ufunc_kwargs(ufunc, kwargs):
     """Drop ufunc keywords that do not change the value; refuse the ones that would.
 
@@ -717,12 +734,12 @@ def _ufunc_kwargs(ufunc, kwargs):
     return kwargs
 
 
-def _plain_index(self, idx):
+def plain_index(self, idx):
     """Indices are constants of the tape; a tracked index is read (a guard when recording)."""
     if isinstance(idx, Tracked):
         return plain(idx) if active_recorder() is None else idx._concrete('index-array')
     if type(idx) is tuple:
-        return tuple(_plain_index(self, i) for i in idx)
+        return tuple(plain_index(self, i) for i in idx)
     return idx
 
 

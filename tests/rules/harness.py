@@ -57,6 +57,7 @@ class Case:
             return self.fun(*full, **self.kwargs)
         assert tr.gradcheck(f, *[values[i] for i in diff], order=self.order,
                              rtol=self.rtol, atol=self.atol)
+        assert tr.jvpcheck(f, *[values[i] for i in diff], rtol=self.rtol, atol=self.atol)
 
 
 def case(fun, *specs, **kw):

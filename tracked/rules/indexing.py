@@ -71,7 +71,7 @@ def _scatter_add_fwd(g, idx, shape, unique=None):
 
 
 _scatter = Primitive(_scatter_add_fwd, (lambda g, ans, h, idx, shape, unique=None: g[idx],),
-                     name='scatter_add', kernel='scatter_add', index_args=(1,))
+                     name='scatter_add', kernel='scatter_add', index_args=(1,), linear='joint')
 
 
 def scatter_add(g, idx, shape, unique=None):
@@ -95,7 +95,7 @@ def _zero_at_fwd(g, idx):
 
 
 _zero = Primitive(_zero_at_fwd, (lambda gg, ans, g, idx: zero_at(gg, idx),), name='zero_at',
-                  index_args=(1,))
+                  index_args=(1,), linear='joint')
 
 
 def zero_at(g, idx):
@@ -123,9 +123,9 @@ def _getitem_vjp(g, ans, x, idx):
 
 
 _getitem_view = Primitive(operator.getitem, (_getitem_vjp,), name='operator.getitem', view=True,
-                          kernel='getitem', index_args=(1,))
+                          kernel='getitem', index_args=(1,), linear='joint')
 _getitem_copy = Primitive(operator.getitem, (_getitem_vjp,), name='operator.getitem',
-                          kernel='getitem', index_args=(1,))
+                          kernel='getitem', index_args=(1,), linear='joint')
 FAST['slice'] = _getitem_view          # Tracked.__getitem__ records x[a:b] directly
 
 
@@ -175,4 +175,4 @@ def _setitem_vjp_value(g, ans, x, idx, v):
 
 
 defvjp(operator.setitem, lambda g, ans, x, idx, v: zero_at(g, idx), None, _setitem_vjp_value,
-       fn=_setitem_fwd, index_args=(1,))
+       fn=_setitem_fwd, index_args=(1,), linear='joint')

@@ -153,7 +153,7 @@ def _matmul_vjp_b(g, ans, a, b, **kwargs):
     return _mT(a) @ g
 
 
-defvjp(np.matmul, _matmul_vjp_a, _matmul_vjp_b, fn=_matmul, kernel='matmul')
+defvjp(np.matmul, _matmul_vjp_a, _matmul_vjp_b, fn=_matmul, kernel='matmul', linear='each')
 
 
 # --------------------------------------------------------------------------
@@ -261,7 +261,7 @@ def _einsum(*operands, out=None, **kwargs):
 
 # einsum is variadic: one pullback per argument position.  NumPy allows at most 64
 # operands, so 2 * 64 + 1 positions cover the interleaved (operand, sublist) form.
-defvjp(np.einsum, *(functools.partial(_einsum_vjp, i) for i in range(2 * 64 + 1)), fn=_einsum)
+defvjp(np.einsum, *(functools.partial(_einsum_vjp, i) for i in range(2 * 64 + 1)), fn=_einsum, linear='each')
 
 
 # --------------------------------------------------------------------------
@@ -351,7 +351,7 @@ defcomposite(np.kron, _kron)
 # g . (da x b) = da . (b x g) and g . (a x db) = db . (g x a)
 _cross_last = Primitive(np.cross, (lambda g, ans, a, b: np.cross(b, g),
                                    lambda g, ans, a, b: np.cross(g, a)),
-                        name='np.cross')
+                        name='np.cross', linear='each')
 
 
 def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):

@@ -104,7 +104,7 @@ def _shift_fwd(x, k, axis):
 
 
 _shift_prim = Primitive(_shift_fwd, (lambda g, ans, x, k, axis: _shift(g, -k, axis),),
-                        name='shift')
+                        name='shift', linear='joint')
 
 
 def _shift(x, k, axis):
@@ -113,7 +113,7 @@ def _shift(x, k, axis):
 
 
 _reverse_prim = Primitive(lambda x, axis: np.flip(x, axis),
-                          (lambda g, ans, x, axis: _reverse(g, axis),), name='reverse', view=True)
+                          (lambda g, ans, x, axis: _reverse(g, axis),), name='reverse', view=True, linear='joint')
 
 
 def _reverse(x, axis):
@@ -220,7 +220,11 @@ def _sum_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False, initial
     return _keep(g, shape, axis, keepdims)     # broadcasts to ``shape``: a lazy cotangent
 
 
-defvjp(np.sum, _sum_vjp, fn=_sum, kernel='sum')
+def _sum_jvp(tangents, ans, a, *rest, initial=None, **kw):
+    return _sum(tangents[0], *rest, **kw)        # linear, but for the constant initial=
+
+
+defvjp(np.sum, _sum_vjp, fn=_sum, kernel='sum', jvp=_sum_jvp)
 
 
 def _nansum(a, axis=None, dtype=None, out=None, *rest, **kw):
@@ -255,7 +259,7 @@ def _mean_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False, *, whe
     return _keep(g, shape, axis, keepdims) / max(_count(shape, axes), 1)   # lazy, as sum's
 
 
-defvjp(np.mean, _mean_vjp, fn=_mean, kernel='mean')
+defvjp(np.mean, _mean_vjp, fn=_mean, kernel='mean', linear='joint')
 
 
 def _nanmean(a, axis=None, dtype=None, out=None, *rest, **kw):
@@ -407,7 +411,7 @@ def _cumprod_vjp(g, ans, a, axis=None, dtype=None, out=None):
     return np.reshape(gx, np.shape(a)) if axis is None else gx
 
 
-defvjp(np.cumsum, _cumsum_vjp, fn=_cumulative(np.cumsum, 'cumsum'))
+defvjp(np.cumsum, _cumsum_vjp, fn=_cumulative(np.cumsum, 'cumsum'), linear='joint')
 defvjp(np.cumprod, _cumprod_vjp, fn=_cumulative(np.cumprod, 'cumprod'))
 
 
@@ -433,7 +437,7 @@ def _trace_vjp(g, ans, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     return np.transpose(gt, tuple(np.argsort(perm)))
 
 
-defvjp(np.trace, _trace_vjp, fn=_trace)
+defvjp(np.trace, _trace_vjp, fn=_trace, linear='joint')
 
 
 # --------------------------------------------------------------------------

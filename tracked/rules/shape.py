@@ -57,7 +57,7 @@ def _reshape(a, shape=None, order='C', **kw):
 
 
 defvjp(np.reshape, lambda g, ans, x, shape=None, order='C', **kw:
-       np.reshape(g, _shape(x), order=order), fn=_reshape, view=True)
+       np.reshape(g, _shape(x), order=order), fn=_reshape, view=True, linear='joint')
 
 
 def _ravel(a, order='C'):
@@ -66,7 +66,7 @@ def _ravel(a, order='C'):
 
 
 defvjp(np.ravel, lambda g, ans, x, order='C': np.reshape(g, _shape(x), order=order),
-       fn=_ravel, view=True)
+       fn=_ravel, view=True, linear='joint')
 
 
 def _transpose_vjp(g, ans, x, axes=None):
@@ -76,15 +76,15 @@ def _transpose_vjp(g, ans, x, axes=None):
     return np.transpose(g, tuple(np.argsort([a % nd for a in axes])))
 
 
-defvjp(np.transpose, _transpose_vjp, view=True)            # also .T and np.permute_dims
-defvjp(np.swapaxes, lambda g, ans, x, axis1, axis2: np.swapaxes(g, axis1, axis2), view=True)
+defvjp(np.transpose, _transpose_vjp, view=True, linear='joint')            # also .T and np.permute_dims
+defvjp(np.swapaxes, lambda g, ans, x, axis1, axis2: np.swapaxes(g, axis1, axis2), view=True, linear='joint')
 defvjp(np.moveaxis, lambda g, ans, x, source, destination: np.moveaxis(g, destination, source),
-       view=True)
-defvjp(np.matrix_transpose, lambda g, ans, x: np.matrix_transpose(g), view=True)
-defvjp(np.expand_dims, lambda g, ans, x, axis: np.reshape(g, _shape(x)), view=True)
-defvjp(np.squeeze, lambda g, ans, x, axis=None: np.reshape(g, _shape(x)), view=True)
-defvjp(np.broadcast_to, identity, view=True)   # unbroadcast: central
-defvjp(np.flip, lambda g, ans, x, axis=None: np.flip(g, axis), view=True)
+       view=True, linear='joint')
+defvjp(np.matrix_transpose, lambda g, ans, x: np.matrix_transpose(g), view=True, linear='joint')
+defvjp(np.expand_dims, lambda g, ans, x, axis: np.reshape(g, _shape(x)), view=True, linear='joint')
+defvjp(np.squeeze, lambda g, ans, x, axis=None: np.reshape(g, _shape(x)), view=True, linear='joint')
+defvjp(np.broadcast_to, identity, view=True, linear='joint')   # unbroadcast: central
+defvjp(np.flip, lambda g, ans, x, axis=None: np.flip(g, axis), view=True, linear='joint')
 defcomposite(np.fliplr, lambda m: np.flip(m, 1))
 defcomposite(np.flipud, lambda m: np.flip(m, 0))
 
@@ -93,11 +93,11 @@ def _negate_shift(shift):
     return -shift if np.ndim(shift) == 0 else tuple(-s for s in np.ravel(shift))
 
 
-defvjp(np.roll, lambda g, ans, x, shift, axis=None: np.roll(g, _negate_shift(shift), axis))
-defvjp(np.rot90, lambda g, ans, x, k=1, axes=(0, 1): np.rot90(g, -k, axes), view=True)
-defvjp(np.triu, lambda g, ans, x, k=0: np.triu(g, k))
-defvjp(np.tril, lambda g, ans, x, k=0: np.tril(g, k))
-defvjp(np.copy, identity, kernel='copy')             # also .copy()
+defvjp(np.roll, lambda g, ans, x, shift, axis=None: np.roll(g, _negate_shift(shift), axis), linear='joint')
+defvjp(np.rot90, lambda g, ans, x, k=1, axes=(0, 1): np.rot90(g, -k, axes), view=True, linear='joint')
+defvjp(np.triu, lambda g, ans, x, k=0: np.triu(g, k), linear='joint')
+defvjp(np.tril, lambda g, ans, x, k=0: np.tril(g, k), linear='joint')
+defvjp(np.copy, identity, kernel='copy', linear='joint')             # also .copy()
 
 
 def _broadcast_arrays(*args, **kwargs):
@@ -141,7 +141,7 @@ def _cast_like(g, x):
 
 
 _astype = Primitive(_astype_fwd, (lambda g, ans, x, dtype: _cast_like(g, x),), name='astype',
-                    kernel='astype')
+                    kernel='astype', linear='joint')
 
 
 def _astype_composite(x, dtype, **kwargs):
@@ -343,7 +343,7 @@ def _tile_vjp(g, ans, x, reps):
     return np.reshape(np.sum(g, axis=tuple(range(0, 2 * d, 2))), xs)
 
 
-defvjp(np.tile, _tile_vjp)
+defvjp(np.tile, _tile_vjp, linear='joint')
 
 
 def _along(x, axis):
@@ -373,7 +373,7 @@ def _repeat_vjp(g, ans, x, repeats, axis=None):
     return np.reshape(gx, xs) if axis is None else gx
 
 
-defvjp(np.repeat, _repeat_vjp)
+defvjp(np.repeat, _repeat_vjp, linear='joint')
 
 
 def _pad_pairs(pad_width, ndim):
@@ -441,7 +441,7 @@ def _take_vjp(g, ans, x, indices, axis=None, out=None, mode='raise'):
     return np.reshape(gx, xs) if axis is None else gx
 
 
-defvjp(np.take, _take_vjp, fn=_take)
+defvjp(np.take, _take_vjp, fn=_take, linear='joint')
 
 
 def _take_along_axis_vjp(g, ans, x, indices, axis=-1):
@@ -456,7 +456,7 @@ def _take_along_axis_vjp(g, ans, x, indices, axis=-1):
     return scatter_add(g, fancy, xs)
 
 
-defvjp(np.take_along_axis, _take_along_axis_vjp)
+defvjp(np.take_along_axis, _take_along_axis_vjp, linear='joint')
 
 
 def _diagonal_vjp(g, ans, x, offset=0, axis1=0, axis2=1):
@@ -470,9 +470,9 @@ def _diagonal_vjp(g, ans, x, offset=0, axis1=0, axis2=1):
     return np.moveaxis(full, (-2, -1), (a1, a2))
 
 
-defvjp(np.diagonal, _diagonal_vjp, view=True)     # NumPy returns a read-only view
+defvjp(np.diagonal, _diagonal_vjp, view=True, linear='joint')     # NumPy returns a read-only view
 
-_diag_1d = Primitive(np.diag, (lambda g, ans, v, k=0: np.diagonal(g, k),), name='np.diag')
+_diag_1d = Primitive(np.diag, (lambda g, ans, v, k=0: np.diagonal(g, k),), name='np.diag', linear='joint')
 
 
 def _diag(v, k=0):

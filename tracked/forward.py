@@ -1,0 +1,303 @@
+"""Forward mode: ``Dual`` values carry tangents alongside their primal, without a tape.
+
+A ``Dual`` at trace level ``L`` holds a primal (plain, or tracked at a lower level)
+and a tangent of the same shape, or ``K`` tangents stacked along a leading axis
+(ForwardDiff's chunks, JAX's ``vmap(jvp)``): ``DualLevel.batch`` says which, for
+every value of one level.  NumPy code runs on it unmodified through the same
+protocols as tracked values; ``values.apply`` sends an operation whose highest
+level is a ``Dual``'s to ``forward_apply``, which computes the primal with
+``apply`` (so lower levels record it: forward over reverse) and the tangent from
+the primitive's registry entry (``registry.Primitive``: partials, ``linear``, an
+explicit ``jvp``, or its pullback by the double-vjp trick).  Tangent rules are
+themselves NumPy code, so a tangent tracked at a lower level is recorded too.
+
+Levels make every combination nest without perturbation confusion: a reverse
+tape at a lower level sees the dual's computations as ordinary operations, and a
+reverse level above a dual one wraps duals as values.
+"""
+import operator
+
+import numpy as np
+
+from . import values as _values
+from .tape import Cotangents, new_level, unbroadcast
+from .values import Tracked, apply, call, plain, plain_index, ufunc_call
+
+__all__ = ['Dual', 'DualLevel', 'duals', 'primal', 'tangent', 'forward_apply']
+
+
+class DualLevel:
+    """The trace level of a forward-mode evaluation: ``batch`` is the number of
+    tangents every ``Dual`` of the level carries along its leading axis (None: one,
+    without that axis).  Stands in a ``Dual``'s ``_node`` slot, where ``apply`` reads
+    ``level``."""
+
+    __slots__ = ('level', 'batch', 'prim')
+
+    def __init__(self, batch=None):
+        self.level = new_level()
+        self.batch = batch
+        self.prim = None
+
+    def __repr__(self):
+        return f'<DualLevel {self.level} batch={self.batch}>'
+
+
+class Dual(Tracked):
+    """A primal value and its tangent(s) at one forward-mode level (see the module
+    docstring).  Made by ``tr.jvp`` and forward-mode Jacobians; never on a tape.
+
+    >>> import numpy as np, tracked as tr
+    >>> from tracked.forward import DualLevel, Dual, tangent
+    >>> d = Dual.make(np.array([0.0, 1.0]), np.array([1.0, 1.0]), DualLevel())
+    >>> tangent(np.sin(d) * 2)
+    array([2.        , 1.08060461])
+    """
+
+    __slots__ = ('_tangent',)
+    _forward = True
+
+    @staticmethod
+    def make(value, t, level):
+        """A ``Dual`` of ``level`` (a ``DualLevel``) holding ``value`` and tangent ``t``."""
+        d = object.__new__(Dual)
+        d._value = value
+        d._tangent = t
+        d._node = level
+        return d
+
+    def __repr__(self):
+        return f'Dual({self._value!r}, tangent={self._tangent!r})'
+
+    @property
+    def grad(self):
+        return None
+
+    def back(self, dy=None, retain_graph=False):
+        raise TypeError('back() of a forward-mode value: it has a tangent, not a tape; '
+                        'use tr.gradient or tr.pullback for reverse mode')
+
+    # No eager fast paths: every operation goes to ``values.apply`` and from there to
+    # ``forward_apply``.
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return ufunc_call(ufunc, method, inputs, kwargs)
+
+    def __getitem__(self, idx):
+        return call(operator.getitem, self, plain_index(self, idx))
+
+    def _mutate(self, new, idx=None):
+        """In-place syntax on a dual: a new value and tangent (nothing shares them)."""
+        if not isinstance(new, Dual) or new._node is not self._node:
+            raise TypeError('an in-place operation on a forward-mode value gave a value '
+                            'without its tangent')
+        if new.shape != self.shape:
+            raise ValueError(f'in-place operation would change the shape from {self.shape} '
+                             f'to {new.shape}')
+        self._value, self._tangent = new._value, new._tangent
+
+
+def _operators():
+    """Operator methods without the eager fast paths (those build tape entries)."""
+    table = {'add': np.add, 'sub': np.subtract, 'mul': np.multiply, 'truediv': np.true_divide,
+             'pow': np.power, 'matmul': np.matmul, 'mod': np.remainder,
+             'floordiv': np.floor_divide}
+    for name, uf in table.items():
+        setattr(Dual, f'__{name}__', lambda self, other, uf=uf: call(uf, self, other))
+        setattr(Dual, f'__r{name}__', lambda self, other, uf=uf: call(uf, other, self))
+
+
+_operators()
+
+
+def primal(x):
+    """The primal of a ``Dual`` (``x`` itself otherwise)."""
+    return x._value if isinstance(x, Dual) else x
+
+
+def tangent(x, level=None):
+    """The tangent of a ``Dual`` of ``level`` (any level if None), or None."""
+    if isinstance(x, Dual) and (level is None or x._node is level):
+        return x._tangent
+    return None
+
+
+def duals(values, tangents, level):
+    """``Dual``s of ``level`` for ``values`` with ``tangents`` (None: no tangent)."""
+    return [v if t is None else Dual.make(v, t, level) for v, t in zip(values, tangents)]
+
+
+# --------------------------------------------------------------------------
+# One operation
+# --------------------------------------------------------------------------
+
+def forward_apply(prim, args, kwargs, level):
+    """Run primitive ``prim`` on ``args`` whose highest level ``level`` is a forward one:
+    the primal through ``apply`` (lower levels record it), the tangent from the rule."""
+    lvl = None
+    primals, tangents = [], []
+    for a in args:
+        if isinstance(a, Dual) and a._node.level == level:
+            lvl = a._node
+            primals.append(a._value)
+            tangents.append(a._tangent)
+        else:
+            primals.append(a)
+            tangents.append(None)
+    if prim.index_args:                       # an index holding duals: only its value
+        primals = [_strip_level(a, level) if p in prim.index_args else a
+                   for p, a in enumerate(primals)]
+    ans = apply(prim, primals, kwargs)
+    if lvl is None:                           # duals only inside an index
+        return ans
+    vjps = prim.vjps
+    nv = len(vjps)
+    tangents = [t if t is not None and p < nv and vjps[p] is not None else None
+                for p, t in enumerate(tangents)]
+    if all(t is None for t in tangents):
+        return ans
+    if prim.multi and isinstance(ans, tuple):
+        out = tangent_of(prim, tangents, ans, primals, kwargs, lvl.batch)
+        return _box_outputs(ans, out, lvl)
+    t = tangent_of(prim, tangents, ans, primals, kwargs, lvl.batch)
+    return Dual.make(ans, _fit(t, ans, lvl.batch), lvl)
+
+
+def _strip_level(a, level):
+    if isinstance(a, Dual) and a._node.level == level:
+        return a._value
+    if type(a) in (tuple, list):
+        return type(a)(_strip_level(b, level) for b in a)
+    return a
+
+
+def _box_outputs(ans, out, lvl):
+    boxed = []
+    for a, t in zip(ans, out):
+        if t is None or not _values._is_output_array(a):
+            boxed.append(a)
+        else:
+            boxed.append(Dual.make(a, _fit(t, a, lvl.batch), lvl))
+    return type(ans)(*boxed) if hasattr(type(ans), '_fields') else tuple(boxed)
+
+
+def _fit(t, ans, batch):
+    """Tangent ``t`` of output ``ans``: its shape (with the batch axis) and a real dtype
+    for a real output."""
+    shape = np.shape(ans) if batch is None else (batch,) + tuple(np.shape(ans))
+    if t is None:                             # the output does not depend on the tangents
+        return np.zeros(shape, np.result_type(plain(ans), 0.0))
+    if _kind(t) == 'c' and _kind(ans) != 'c':
+        t = np.real(t)
+    if np.shape(t) != shape:
+        t = np.broadcast_to(t, shape)
+        if not isinstance(t, Tracked):
+            t = np.array(t)
+    dtype = getattr(ans, 'dtype', None)
+    if dtype is not None and getattr(t, 'dtype', dtype) != dtype and dtype.kind in 'fc':
+        t = t.astype(dtype)
+    return t
+
+
+def _kind(x):
+    return getattr(getattr(x, 'dtype', None), 'kind', 'c' if type(x) is complex else 'f')
+
+
+# --------------------------------------------------------------------------
+# Tangent rules
+# --------------------------------------------------------------------------
+
+def tangent_of(prim, tangents, ans, args, kwargs, batch=None):
+    """The output tangent of ``prim`` (a tuple for a multi-output one) given argument
+    ``tangents`` (None where an argument has none); with ``batch``, each tangent has a
+    leading axis of that length."""
+    if prim.partials is not None:
+        return _from_partials(prim.partials, tangents, ans, args, batch)
+    if batch is not None:         # the other rule forms see one tangent at a time
+        rows = [tangent_of(prim, [None if t is None else t[k] for t in tangents], ans, args,
+                           kwargs) for k in range(batch)]
+        if isinstance(rows[0], tuple):
+            return tuple(None if any(x is None for x in r) else np.stack(r) for r in zip(*rows))
+        return None if any(r is None for r in rows) else np.stack(rows)
+    if prim.linear == 'joint':
+        targs = [t if t is not None else (_zeros_like(a) if _differentiable(prim, p) else a)
+                 for p, (a, t) in enumerate(zip(args, tangents))]
+        return apply(prim, targs, kwargs)
+    if prim.linear == 'each':
+        out = None
+        for p, t in enumerate(tangents):
+            if t is not None:
+                term = apply(prim, [t if q == p else a for q, a in enumerate(args)], kwargs)
+                out = term if out is None else out + term
+        return out
+    if prim.jvp is not None:
+        return prim.jvp(tuple(tangents), ans, *args, **kwargs)
+    return _by_double_vjp(prim, tangents, ans, args, kwargs)
+
+
+def _differentiable(prim, p):
+    vjps = prim.vjps
+    return p < len(vjps) and vjps[p] is not None
+
+
+def _zeros_like(a):
+    """Plain zeros shaped like ``a``: the tangent of an argument that has none."""
+    return np.zeros(np.shape(a), np.result_type(plain(a), 0.0))
+
+
+def _from_partials(partials, tangents, ans, args, batch):
+    """``sum(d_k(ans, *args) * t_k)``; batched tangents are aligned on the right."""
+    out = None
+    nd = np.ndim(ans)
+    for d, t, a in zip(partials, tangents, args):
+        if t is None or d is None:
+            continue
+        if batch is not None:
+            extra = nd - np.ndim(a)
+            if extra > 0:             # a broadcast argument: align its axes with the output
+                t = np.reshape(t, (batch,) + (1,) * extra + tuple(np.shape(a)))
+        if callable(d):
+            term = d(ans, *args) * t
+        elif d == 1:
+            term = t
+        elif d == -1:
+            term = -t
+        else:
+            term = t * d
+        out = term if out is None else out + term
+    return out
+
+
+def _by_double_vjp(prim, tangents, ans, args, kwargs):
+    """The tangent from the pullback: ``u -> J^T u`` is linear, and its own pullback
+    along the tangents is ``J t`` (for this operation alone)."""
+    from .api import vjp
+    vjps = prim.vjps
+    positions = [p for p, t in enumerate(tangents) if t is not None]
+    multi = isinstance(ans, tuple)
+    u0 = tuple(_zeros_like(a) for a in ans) if multi else _zeros_like(ans)
+
+    def transpose(*u):
+        g = Cotangents(u) if multi else u[0]
+        return tuple(_full_cotangent(vjps[p](g, ans, *args, **kwargs), args[p])
+                     for p in positions)
+    if multi:
+        _, back = vjp(transpose, *u0)
+        return back(tuple(tangents[p] for p in positions))
+    _, back = vjp(transpose, u0)
+    return back(tuple(tangents[p] for p in positions))[0]
+
+
+def _full_cotangent(g, a):
+    """A pullback's cotangent as an array of its argument's shape (pullbacks may
+    return a lazy one that broadcasts to it, or one of the broadcast output's shape)."""
+    shape = np.shape(a)
+    if g is None:
+        return _zeros_like(a)
+    if np.shape(g) != shape:
+        g = unbroadcast(g, shape)
+        if np.shape(g) != shape:
+            g = np.broadcast_to(g, shape)
+    return g
+
+
+_values.forward_apply = forward_apply

@@ -1,0 +1,332 @@
+"""Jacobians, Hessians and directional derivatives, in forward or reverse mode.
+
+Reverse mode (``api.vjp``) costs one sweep per output element; forward mode
+(``forward.Dual``) one pass carrying one tangent per input element, all at once
+along a leading axis.  ``jacobian(..., mode='auto')`` picks forward when the
+differentiated input has fewer elements than the output (Zygote's advice,
+``jax.jacfwd`` vs ``jacrev``).  ``hessian``, ``diaghessian`` and ``hvp`` are
+forward over reverse (Zygote's and JAX's choice: one forward pass over the
+reverse-mode gradient); ``hessian_reverse`` is reverse over reverse, the
+independent check.
+
+Complex numbers: a Jacobian with respect to complex arguments is ambiguous (the
+complex derivative exists only for holomorphic maps; the real-linear one is a
+2n-by-2n real matrix), so it is refused with a message saying what to pass
+instead.  Complex outputs of real arguments are fine: ``J`` is complex,
+``J[k, i] = d Re(y_k)/dx_i + i d Im(y_k)/dx_i``.
+"""
+from collections import namedtuple
+
+import numpy as np
+
+from .api import _Args, _differentiable, _float_dtype, _keep_arg, _leaf_value, gradient, vjp
+from .forward import Dual, DualLevel, primal
+from .functors import _is_number_list
+from .values import Tracked, plain
+
+__all__ = ['jacobian', 'withjacobian', 'hessian', 'hessian_reverse', 'diaghessian', 'jvp',
+           'hvp']
+
+WithJacobian = namedtuple('WithJacobian', ['val', 'grad'])
+_MODES = ('auto', 'forward', 'reverse')
+
+
+def _array_arg(x):
+    """Jacobian-style operators take array-likes: a list of numbers is an array."""
+    return np.asarray(x) if _is_number_list(x) else x
+
+
+def _size(x):
+    return int(np.size(plain(x)))
+
+
+def _no_complex_inputs(spec, who):
+    for a in spec.flat:
+        if _float_dtype(a).kind == 'c':
+            raise ValueError(
+                f'{who} with respect to a complex argument is ambiguous (a complex derivative '
+                f'exists only for holomorphic functions); pass the real and imaginary parts '
+                f'as two real arrays, e.g. {who}(lambda x, y: f(x + 1j * y), z.real, z.imag)')
+
+
+# --------------------------------------------------------------------------
+# Jacobians
+# --------------------------------------------------------------------------
+
+def withjacobian(f, *args, mode='auto'):
+    """``withjacobian(f, *args, mode='auto') -> (val, grad)``: the value of ``f`` and, per
+    argument, ``J[k, i] = d y.ravel()[k] / d a.ravel()[i]``.
+
+    ``mode='forward'`` carries one tangent per input element through one pass;
+    ``'reverse'`` sweeps back once per output element; ``'auto'`` takes forward when
+    the inputs have fewer elements than the output (it records ``f`` for reverse mode
+    first, to learn the output's size: ``f`` then runs twice).  A scalar argument gives a
+    vector, a scalar ``y`` one row; non-numeric arguments give None.
+
+    >>> import numpy as np, tracked as tr
+    >>> val, (J,) = tr.withjacobian(np.cumsum, np.array([1, 2, 3]))
+    >>> val, J
+    (array([1., 3., 6.]), array([[1., 0., 0.],
+           [1., 1., 0.],
+           [1., 1., 1.]]))
+    """
+    if mode not in _MODES:
+        raise ValueError(f'mode={mode!r}: expected one of {_MODES}')
+    spec = _Args(tuple(_array_arg(a) for a in args))
+    _no_complex_inputs(spec, 'jacobian')
+    n = sum(_size(a) for a in spec.flat)
+    if mode == 'forward' or (mode == 'auto' and n <= 1):
+        y, jacs = _forward_jacobian(f, spec, n)
+    else:
+        # 'auto' records f for reverse mode first: that gives the output's size, and f
+        # runs a second time only when forward mode then turns out cheaper.
+        y, back = vjp(lambda *ls: f(*spec.rebuild(ls)), *spec.flat)
+        _check_output(y)
+        if mode == 'auto' and n < _size(y):
+            y, jacs = _forward_jacobian(f, spec, n)
+        else:
+            jacs = _reverse_jacobian(y, back, spec)
+    return WithJacobian(y, spec.gradients(jacs, _keep_arg))
+
+
+def jacobian(f, *args, mode='auto'):
+    """``jacobian(f, *args, mode='auto')``: per argument the matrix
+    ``J[k, i] = d y.ravel()[k] / d a.ravel()[i]`` (see ``withjacobian`` for ``mode``).
+
+    >>> import numpy as np, tracked as tr
+    >>> J, = tr.jacobian(lambda a: 100 * a[:3] ** 2, np.arange(1, 8))
+    >>> J.shape, np.diag(J)
+    ((3, 7), array([200., 400., 600.]))
+    >>> tr.jacobian(lambda t: np.array([np.cos(t), np.sin(t)]) * 2, 0.0, mode='forward')[0]
+    array([0., 2.])
+    """
+    return withjacobian(f, *args, mode=mode).grad
+
+
+def _check_output(y, who='jacobian'):
+    if not _differentiable(y):
+        raise ValueError(f'{who} needs f to return one array or number; f returned '
+                         f'{type(y).__name__}. Use pullback(f, ...) for other outputs.')
+
+
+def _reverse_jacobian(y, back, spec):
+    """Per leaf ``J[k, i]`` from one reverse sweep per output element of ``y``."""
+    shape = np.shape(plain(y))
+    m = int(np.prod(shape))
+    basis = np.eye(m, dtype=_float_dtype(y)).reshape((m,) + shape)
+    rows = [back(basis[k]) for k in range(m)]
+    if _float_dtype(y).kind == 'c':           # d Re(y_k) + i d Im(y_k): a second sweep
+        rows = [tuple(None if a is None else a + 1j * b for a, b in zip(r, back(1j * basis[k])))
+                for k, r in enumerate(rows)]
+    return [_rows_to_matrix([r[j] for r in rows], a, m) for j, a in enumerate(spec.flat)]
+
+
+def _rows_to_matrix(rows, a, m):
+    """``J[k, i]`` from the row cotangents of one argument leaf ``a``."""
+    n = _size(a)
+    scalar = np.ndim(plain(a)) == 0
+    dtype = np.result_type(_float_dtype(a), *[_float_dtype(r) for r in rows if r is not None])
+    if any(isinstance(r, Tracked) for r in rows):
+        zero = np.zeros(() if scalar else (n,), dtype)
+        return np.stack([zero if r is None else (r if scalar else np.reshape(r, (n,)))
+                         for r in rows])
+    J = np.zeros((m,) if scalar else (m, n), dtype)
+    for k, r in enumerate(rows):
+        if r is not None:
+            J[k] = r if scalar else np.ravel(r)
+    return J
+
+
+def _basis_tangents(spec, n):
+    """Per leaf, its block of the identity: ``n`` tangents along a leading axis."""
+    out, off = [], 0
+    for a in spec.flat:
+        shape = np.shape(plain(a))
+        k = _size(a)
+        t = np.zeros((n, k), _float_dtype(a))
+        t[off:off + k] = np.eye(k)
+        out.append(t.reshape((n,) + shape))
+        off += k
+    return out
+
+
+def _run_forward(f, spec, tangents, batch):
+    """``f`` on duals of one new level; returns the level and its output."""
+    lvl = DualLevel(batch)
+    leaves = [_leaf_value(a) if t is None else Dual.make(_leaf_value(a), t, lvl)
+              for a, t in zip(spec.flat, tangents)]
+    return lvl, f(*spec.rebuild(leaves))
+
+
+def _output_tangent(out, lvl, batch=None):
+    """The primal and tangent of ``out`` at ``lvl`` (zeros if it does not depend on it)."""
+    y = out
+    if isinstance(out, Dual) and out._node is lvl:
+        return out._value, out._tangent
+    shape = np.shape(plain(y))
+    t = np.zeros(shape if batch is None else (batch,) + shape, _float_dtype(y))
+    return y, t
+
+
+def _forward_jacobian(f, spec, n):
+    lvl, out = _run_forward(f, spec, _basis_tangents(spec, n), n)
+    _check_output(primal(out))
+    y, T = _output_tangent(out, lvl, n)
+    m = _size(y)
+    T = np.reshape(T, (n, m))                 # T[i, k] = d y_k / d x_i
+    jacs, off = [], 0
+    for a in spec.flat:
+        k = _size(a)
+        block = np.transpose(T[off:off + k])  # (m, k)
+        if np.ndim(plain(a)) == 0:
+            block = np.reshape(block, (m,))
+        jacs.append(block)
+        off += k
+    return y, jacs
+
+
+# --------------------------------------------------------------------------
+# Hessians
+# --------------------------------------------------------------------------
+
+def _zeros_if_none(g, x):
+    if g is not None:
+        return g
+    return np.zeros(np.shape(plain(x)), _float_dtype(x))
+
+
+def _grad_of(f):
+    """``x -> gradient(f, x)[0]`` (zeros where ``f`` does not depend on ``x``)."""
+    return lambda x: _zeros_if_none(gradient(f, x)[0], x)
+
+
+def hessian(f, x):
+    """``hessian(f, x)``: ``H[i, j] = d^2 f / d x.ravel()[i] d x.ravel()[j]``; a scalar for scalar ``x``.
+
+    Forward over reverse: one forward pass, carrying one tangent per element of ``x``,
+    over the reverse-mode gradient.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.hessian(np.sin, np.pi / 2)
+    np.float64(-1.0)
+    >>> tr.hessian(lambda x: x[0] ** 2 * x[1], np.array([1.0, 3.0]))
+    array([[6., 2.],
+           [2., 0.]])
+    """
+    x = _array_arg(x)
+    _no_complex_inputs(_Args((x,)), 'hessian')
+    H = jacobian(_grad_of(f), x, mode='forward')[0]
+    return H[0] if np.ndim(plain(x)) == 0 else H
+
+
+def hessian_reverse(f, x):
+    """``hessian_reverse(f, x)``: the Hessian, each row by its own reverse-over-reverse pass.
+
+    Same result as ``hessian``, by another method: slower, and an independent check.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.hessian_reverse(lambda x: x[0] ** 2 * x[1], np.array([1.0, 3.0]))
+    array([[6., 2.],
+           [2., 0.]])
+    """
+    x = _array_arg(x)
+    _no_complex_inputs(_Args((x,)), 'hessian')
+    n = _size(x)
+    shape = np.shape(plain(x))
+    g = _grad_of(f)
+    rows = [_zeros_if_none(gradient(lambda x, k=k: np.reshape(g(x), (n,))[k], x)[0], x)
+            for k in range(n)]
+    if not shape:
+        return rows[0]
+    return np.stack([np.reshape(r, (n,)) for r in rows])
+
+
+def diaghessian(f, *args):
+    """``diaghessian(f, *args)``: per argument an array shaped like it, the Hessian's diagonal.
+
+    One forward pass over the reverse-mode gradient, one tangent per input element.
+
+    >>> import numpy as np, tracked as tr
+    >>> np.round(tr.diaghessian(np.arctan2, 1, 2), 2)
+    array([-0.16,  0.16])
+    """
+    spec = _Args(tuple(_array_arg(a) for a in args))
+    _no_complex_inputs(spec, 'diaghessian')
+    n = sum(_size(a) for a in spec.flat)
+
+    def grads(*ls):
+        return tuple(_zeros_if_none(g, x) for g, x in zip(
+            gradient(lambda *l2: f(*spec.rebuild(l2)), *ls), ls))
+    lvl = DualLevel(n)
+    leaves = [Dual.make(_leaf_value(a), t, lvl) for a, t in zip(spec.flat, _basis_tangents(spec, n))]
+    outs = grads(*leaves)
+    diags, off = [], 0
+    for a, out in zip(spec.flat, outs):
+        k = _size(a)
+        _, T = _output_tangent(out, lvl, n)
+        block = np.reshape(T, (n, k))[off:off + k]
+        d = np.reshape(np.diagonal(block), np.shape(plain(a)))
+        diags.append(d if isinstance(plain(a), np.ndarray) or isinstance(d, Tracked) else d[()])
+        off += k
+    return spec.gradients(diags, _keep_arg)
+
+
+# --------------------------------------------------------------------------
+# Products without matrices
+# --------------------------------------------------------------------------
+
+def _tangent_leaves(args, tangents):
+    """The tangent of each differentiated leaf of ``args`` (None where the tangent tree
+    has None: that argument is a constant)."""
+    if len(tangents) != len(args):
+        raise ValueError(f'jvp: {len(args)} arguments but {len(tangents)} tangents; give one '
+                         f'tangent per argument (None for a constant)')
+    out = []
+    for a, t in zip(args, tangents):
+        leaves = _Args((_array_arg(a),)).flat
+        if t is None:
+            out.extend([None] * len(leaves))
+            continue
+        tleaves = _Args((_array_arg(t),)).flat
+        if len(tleaves) != len(leaves):
+            raise ValueError(f'jvp: a tangent must mirror its argument: {len(leaves)} '
+                             f'differentiated leaves, {len(tleaves)} tangent leaves')
+        for x, v in zip(leaves, tleaves):
+            dtype = np.result_type(_float_dtype(x), _float_dtype(v))
+            v = v if isinstance(v, Tracked) else np.asarray(v, dtype)
+            if np.shape(plain(v)) != np.shape(plain(x)):
+                raise ValueError(f'jvp: a tangent has shape {np.shape(plain(v))}, its '
+                                 f'argument {np.shape(plain(x))}')
+            out.append(v)
+    return out
+
+
+def jvp(f, args, tangents):
+    """``jvp(f, args, tangents) -> (y, J @ v)``: the value of ``f(*args)`` and its
+    directional derivative along ``tangents`` (one per argument, mirroring it).
+
+    One forward pass: every value carries its tangent (``forward.Dual``); no tape.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.jvp(lambda x, y: x * y, (np.array([1., 2.]), 3.0), (np.array([1., 0.]), 1.0))
+    (array([3., 6.]), array([4., 2.]))
+    """
+    if not isinstance(args, tuple):
+        args, tangents = (args,), (tangents,)
+    spec = _Args(args)
+    lvl, out = _run_forward(f, spec, _tangent_leaves(args, tangents), None)
+    _check_output(primal(out), 'jvp')
+    return _output_tangent(out, lvl)
+
+
+def hvp(f, x, v):
+    """``hvp(f, x, v)``: the Hessian of scalar ``f`` at ``x`` times ``v``, without forming it.
+
+    One forward pass along ``v`` over the reverse-mode gradient.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.hvp(lambda x: np.sum(x ** 3), np.array([1., 2.]), np.array([1., 1.]))
+    array([ 6., 12.])
+    """
+    x = _array_arg(x)
+    return jvp(_grad_of(f), (x,), (v,))[1]
