@@ -4,7 +4,9 @@ from . import rules  # noqa: F401  (fills the registry)
 from . import api  # noqa: F401
 from .api import (gradient, withgradient, pullback, jacobian, withjacobian,  # noqa: F401
                   hessian, hessian_reverse, diaghessian, jvp, hvp)
-from .functors import fmap, leaf, param, data, grad, zero_grad, istracked  # noqa: F401
+from . import tree_util  # noqa: F401
+from .tree_util import leaf, register_node  # noqa: F401
+from .functors import fmap, param, data, grad, zero_grad, istracked  # noqa: F401
 from .custom import rule, ignore_derivatives, non_differentiable, checkpoint  # noqa: F401
 from .backends import AutoTracked, AutoFiniteDifferences  # noqa: F401
 from .compiled_tape import (GradientTape, JacobianTape, HessianTape, compile,  # noqa: F401
