@@ -309,13 +309,31 @@ class _ById:
         return repr(self.obj)
 
 
+class _AuxTuple(tuple):
+    """A registered node's aux tuple whose unhashable items were wrapped in ``_ById``."""
+    __slots__ = ()
+
+
 def _hashable(x):
+    """``x`` as part of a TreeDef: itself if hashable, else compared by identity (a
+    tuple item by item, so that a fresh aux tuple holding an array still compares)."""
     if type(x) is np.ndarray:
         return _ById(x)
     try:
         hash(x)
     except TypeError:
+        if type(x) is tuple:
+            return _AuxTuple([_hashable(v) for v in x])
         return _ById(x)
+    return x
+
+
+def _unwrap(x):
+    t = type(x)
+    if t is _ById:
+        return x.obj
+    if t is _AuxTuple:
+        return tuple([_unwrap(v) for v in x])
     return x
 
 
@@ -445,7 +463,7 @@ def _unflatten(d, leaves, statics, made):
     k = len(made)
     made.append(_BUSY)
     vals = [_unflatten(c, leaves, statics, made) for c in kids]
-    new = made[k] = _REGISTERED[cls][1](aux.obj if type(aux) is _ById else aux, tuple(vals))
+    new = made[k] = _REGISTERED[cls][1](_unwrap(aux), tuple(vals))
     return new
 
 
@@ -733,10 +751,7 @@ def _make_matcher(form, nleaves, checks):
             c = var()
             emit(f'if type({v}) is not {const(cls)}: return None')
             emit(f'{c}, a = {const(_REGISTERED[cls][0])}({v})')
-            if type(aux) is _ById:
-                emit(f'if a is not {const(aux.obj)}: return None')
-            else:
-                emit(f'if a != {const(aux)}: return None')
+            emit(f'if {const(_hashable)}(a) != {const(aux)}: return None')
             emit(f'{c} = tuple({c})')
             emit(f'if len({c}) != {len(kids)}: return None')
             for i, k in enumerate(kids):
