@@ -385,12 +385,9 @@ def _flatten(x, is_leaf, leaves, memo, count):
         return _NONE if x is None else (STATIC, t, _hashable(x))
     if kind == TUPLE or kind == NAMEDTUPLE:
         return (kind, t, None, tuple([_flatten(v, is_leaf, leaves, memo, count) for v in x]))
-    hit = memo.get(id(x))
+    hit = _seen(memo, x)
     if hit is not None:
-        if hit[1] is _BUSY:
-            raise ValueError(f'a cycle through a {t.__name__} (a registered node) cannot be '
-                             f'rebuilt: rebuild needs its children first')
-        return hit[1]
+        return hit
     ref = (REF, count[0])              # a shared node or a cycle: refer back to it
     count[0] += 1
     if kind == DICT:
@@ -411,6 +408,17 @@ def _flatten(x, is_leaf, leaves, memo, count):
             tuple([_flatten(v, is_leaf, leaves, memo, count) for v in kids]))
     memo[id(x)] = (x, ref)
     return form
+
+
+def _seen(memo, x):
+    """What ``memo`` holds for node ``x`` seen before (its form or its copy), or None."""
+    hit = memo.get(id(x))
+    if hit is None:
+        return None
+    if hit[1] is _BUSY:
+        raise ValueError(f'a cycle through a {type(x).__name__} (a registered node) cannot '
+                         f'be rebuilt: rebuild needs its children first')
+    return hit[1]
 
 
 def unflatten(treedef, leaves, statics=True):
@@ -809,12 +817,9 @@ def _map(fn, tree, others, is_leaf, statics, memo):
             _map(fn, v, [None if o is None else o[i] for o in others], is_leaf, statics, memo)
             for i, v in enumerate(tree)])
     if memo is not None:
-        hit = memo.get(id(tree))
+        hit = _seen(memo, tree)
         if hit is not None:
-            if hit[1] is _BUSY:
-                raise ValueError(f'a cycle through a {type(tree).__name__} (a registered '
-                                 f'node) cannot be rebuilt: rebuild needs its children first')
-            return hit[1]
+            return hit
     if kind == NODE:
         if memo is not None:
             memo[id(tree)] = (tree, _BUSY)
