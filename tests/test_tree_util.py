@@ -151,6 +151,27 @@ def test_round_trip_on_every_node_kind():
     assert tree_map(lambda x: x * 2, tree)['poly'].coef[1] == 2.0
 
 
+class Token:
+    """``__new__`` needs an argument: rebuilt past it, as ``fmap`` does."""
+
+    def __new__(cls, value):
+        if value is None:
+            raise TypeError('Token needs a value')
+        return super().__new__(cls)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def test_objects_whose_new_needs_arguments():
+    ls, d = flatten({'t': Token(np.ones(2))})
+    new = unflatten(d, [np.zeros(2)])
+    assert type(new['t']) is Token and new['t'].value[0] == 0.0
+    g = tr.gradient(lambda t: np.sum(t.value ** 2), Token(np.array([1.0, 2.0])))[0]
+    assert type(g) is Token
+    np.testing.assert_array_equal(g.value, [2.0, 4.0])
+
+
 def test_children_rebuild_and_is_node():
     for node in every_kind().values():
         if not is_node(node):

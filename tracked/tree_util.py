@@ -252,6 +252,10 @@ def _empty(kind, cls, like=None):
     try:
         return cls.__new__(cls)        # no __init__: frozen dataclasses, validation, ...
     except TypeError:
+        pass
+    try:
+        return object.__new__(cls)     # past a __new__ that needs arguments
+    except TypeError:
         if like is None:
             raise TypeError(f'cannot rebuild a {cls.__name__} without calling its '
                             f'constructor; mark the class @tr.leaf to keep it whole, or '

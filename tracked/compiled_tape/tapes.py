@@ -11,11 +11,11 @@ from collections import namedtuple
 import numpy as np
 
 from ..tape import backward, new_level, push_recorder, pop_recorder
+from ..tree_util import flatten, tuple_def
 from ..values import Tracked, call, leaf
 from .guards import TapeGuardError
 from .program import Program
 from .record import Recorder
-from ..tree_util import flatten, tuple_def
 from .trees import (flatten_args, unflatten_args, arg_leaves, describe, leaf_path,
                     complex_leaves)
 
