@@ -183,6 +183,8 @@ def test_children_rebuild_and_is_node():
     assert [is_node(v) for v in (np.ones(1), 1.5, 'a', None, np.tanh, Table(), len)] == [False] * 7
     with pytest.raises(TypeError, match='not a node'):
         rebuild(str, None, ())
+    with pytest.raises(ValueError, match='built-in node'):
+        tr.register_node(dict, lambda d: (d.values(), tuple(d)), lambda k, v: dict(zip(k, v)))
 
 
 def test_treedef_equality_and_hashing():

@@ -62,7 +62,8 @@ def register_node(cls, children, rebuild):
     ``rebuild(aux, children) -> obj`` makes a new one.  It is also given tracked
     values (inside ``tr.gradient``) and None for children without a gradient (the
     gradient tree), so it should store them, not validate them.  Only exact
-    instances of ``cls`` are nodes, as in JAX.
+    instances of ``cls`` are nodes, as in JAX; ``dict``, ``list`` and ``tuple`` are
+    built in and cannot be registered.
 
     >>> import numpy as np, tracked as tr
     >>> class Poly:                          # the degree is derived, not a child
@@ -75,6 +76,9 @@ def register_node(cls, children, rebuild):
     >>> type(g).__name__, g.coef
     ('Poly', array([1., 2., 4.]))
     """
+    if cls in (dict, list, tuple):
+        raise ValueError(f'{cls.__name__} is a built-in node of the tree protocol; register '
+                         f'a subclass instead')
     _REGISTERED[cls] = (children, rebuild)
     _class_kind.cache_clear()
     return cls
@@ -339,10 +343,6 @@ def _unwrap(x):
     if t is _AuxTuple:
         return tuple([_unwrap(v) for v in x])
     return x
-
-
-def _static(x):
-    return _NONE if x is None else (STATIC, type(x), _hashable(x))
 
 
 _NONE = (STATIC, type(None), None)
