@@ -6,7 +6,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / 'tracked'
-MODULES = ['tree_util.py', 'arguments.py', 'functors.py', 'api.py', 'backends.py',
+MODULES = ['tree_util.py', 'arguments.py', 'functors.py', 'api.py', 'backends.py', 'custom.py',
            'optimise.py', 'testing.py', 'compiled_tape/trees.py', 'compiled_tape/backend.py',
            'compiled_tape/tapes.py']
 
