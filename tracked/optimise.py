@@ -4,10 +4,10 @@
 every array of the model is replaced by an ``OptLeaf`` holding the rule and that
 array's moments.  ``update(state, model, grads)`` walks the three trees in parallel
 and changes the model's arrays in place; ``train`` is the loop over batches, with a
-tqdm progress bar.  The walk follows the tree protocol of ``fmap`` (dicts, lists,
-tuples, named tuples, dataclasses, objects with attributes), so any model that
-``gradient`` understands can be trained (tracked/tree_util.py).  An array that occurs twice in the model
-(tied weights) has one state and is updated once, with its total gradient.
+tqdm progress bar.  The walk follows the tree protocol of tracked/tree_util.py (dicts,
+lists, tuples, named tuples, dataclasses, objects with attributes, registered classes),
+so any model that ``gradient`` understands can be trained.  An array that occurs twice
+in the model (tied weights) has one state and is updated once, with its total gradient.
 """
 import math
 import warnings

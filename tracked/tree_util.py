@@ -431,8 +431,10 @@ def unflatten(treedef, leaves, statics=True):
 
     >>> import numpy as np, tracked as tr
     >>> leaves, treedef = tr.tree_util.flatten([np.ones(2), 'relu', 3])
-    >>> tr.tree_util.unflatten(treedef, [np.zeros(2)]), tr.tree_util.unflatten(treedef, [1.0], False)
-    ([array([0., 0.]), 'relu', 3], [1.0, None, None])
+    >>> tr.tree_util.unflatten(treedef, [np.zeros(2)])
+    [array([0., 0.]), 'relu', 3]
+    >>> tr.tree_util.unflatten(treedef, [1.0], statics=False)
+    [1.0, None, None]
     """
     form = treedef._form
     if form[0] == LEAF:
@@ -795,7 +797,8 @@ def tree_map(fn, tree, *others, is_leaf=None, statics=True, shared=True):
     rebuilt once, so both stay shared; ``shared=False`` maps every occurrence.
 
     >>> import numpy as np, tracked as tr
-    >>> tr.tree_util.tree_map(lambda a, b: a + b, {'w': np.ones(2), 'n': 3}, {'w': np.ones(2), 'n': 3})
+    >>> tree = {'w': np.ones(2), 'n': 3}
+    >>> tr.tree_util.tree_map(lambda a, b: a + b, tree, {'w': np.ones(2), 'n': 4})
     {'w': array([2., 2.]), 'n': 3}
     """
     return _map(fn, tree, others, is_leaf or isnumeric, statics, {} if shared else None)
