@@ -187,6 +187,23 @@ def test_children_rebuild_and_is_node():
         tr.register_node(dict, lambda d: (d.values(), tuple(d)), lambda k, v: dict(zip(k, v)))
 
 
+def test_attributes_of_list_and_dict_subclasses_are_carried_along():
+    layers = Layers([np.ones(2)])
+    layers.name, layers.mask = 'enc', np.zeros(2)
+    ls, d = flatten({'l': layers})
+    assert len(ls) == 1
+    new = unflatten(d, [np.full(2, 3.0)])['l']
+    assert new.name == 'enc' and new.mask is layers.mask and new[0][0] == 3.0
+    g = tr.gradient(lambda m: np.sum(m['l'][0] ** 2) * (m['l'].name == 'enc'), {'l': layers})
+    assert type(g[0]['l']) is Layers and g[0]['l'].name == 'enc'
+    np.testing.assert_array_equal(g[0]['l'][0], [2.0, 2.0])
+    other = Layers([np.ones(2)])
+    other.name, other.mask = 'dec', layers.mask
+    assert flatten({'l': other})[1] != d and d.matcher()({'l': other}) is None
+    other.name = 'enc'
+    assert flatten({'l': other})[1] == d and d.matcher()({'l': other})[0] is other[0]
+
+
 def test_treedef_equality_and_hashing():
     t1, t2 = every_kind(), every_kind()
     t2['table'] = t1['table']

@@ -13,6 +13,9 @@ values are leaves (default ``isnumeric``, what ``fmap`` maps); it is asked first
 it may also stop the walk at a node.  Atoms that are not leaves are static: part of
 the structure, kept (or None in a gradient tree).
 
+The own attributes of a dict or list subclass are carried along as they are (not
+walked; compared as statics), as ``fmap`` copies them.
+
 As in ``fmap``: an array that occurs twice is one leaf (tied weights), and a list,
 dict, object or registered node that occurs twice is walked once and stays shared,
 cycles included (a registered node cannot be part of a cycle: ``rebuild`` needs its
@@ -396,11 +399,13 @@ def _flatten(x, is_leaf, leaves, memo, count):
     count[0] += 1
     if kind == DICT:
         memo[id(x)] = (x, ref)
-        return (DICT, t, tuple(x),
+        form = (DICT, t, tuple(x),
                 tuple([_flatten(v, is_leaf, leaves, memo, count) for v in x.values()]))
+        return form if t is dict else form + _state(x)
     if kind == LIST:
         memo[id(x)] = (x, ref)
-        return (LIST, t, None, tuple([_flatten(v, is_leaf, leaves, memo, count) for v in x]))
+        form = (LIST, t, None, tuple([_flatten(v, is_leaf, leaves, memo, count) for v in x]))
+        return form if t is list else form + _state(x)
     if kind == OBJECT:
         memo[id(x)] = (x, ref)
         names, values = _attributes(x)
@@ -412,6 +417,13 @@ def _flatten(x, is_leaf, leaves, memo, count):
             tuple([_flatten(v, is_leaf, leaves, memo, count) for v in kids]))
     memo[id(x)] = (x, ref)
     return form
+
+
+def _state(x):
+    """The attributes of a dict or list subclass instance, as a 5th element of its form:
+    carried along as they are (not walked, as ``fmap`` copies them), compared as statics."""
+    d = getattr(x, '__dict__', None)
+    return (tuple([(k, _hashable(v)) for k, v in d.items()]),) if d else ()
 
 
 def _seen(memo, x):
@@ -453,7 +465,7 @@ def _unflatten(d, leaves, statics, made):
         return v.obj if type(v) is _ById else v
     if kind == REF:
         return made[d[1]]
-    _, cls, aux, kids = d
+    cls, aux, kids = d[1], d[2], d[3]
     if kind == DICT or kind == LIST:
         new = {} if cls is dict else [] if cls is list else _empty(kind, cls)
         made.append(new)              # numbered as flatten numbered them: first visits
@@ -465,6 +477,8 @@ def _unflatten(d, leaves, statics, made):
         if cls is list:
             new[:] = vals
             return new
+        if len(d) > 4:                # a subclass's own attributes
+            new.__dict__.update((k, _unwrap(v)) for k, v in d[4])
         return _fill(new, kind, aux, vals)
     if kind == TUPLE or kind == NAMEDTUPLE:
         vals = [leaves[k[1]] if k[0] == LEAF else _unflatten(k, leaves, statics, made)
@@ -507,7 +521,7 @@ def _shift(d, dleaf, dref):
         return (REF, d[1] + dref)
     if kind == STATIC or (dleaf == 0 and dref == 0):
         return d
-    return d[:3] + (tuple([_shift(k, dleaf, dref) for k in d[3]]),)
+    return d[:3] + (tuple([_shift(k, dleaf, dref) for k in d[3]]),) + d[4:]
 
 
 def _count_numbered(d):
@@ -611,7 +625,7 @@ def _format(d, leaf, seen, made):
         return repr(d[2])
     if kind == REF:
         return f'<shared {made[d[1]].__name__}>'
-    _, cls, aux, kids = d
+    cls, aux, kids = d[1], d[2], d[3]
     if kind in _NUMBERED:
         made.append(cls)
     parts = [_format(k, leaf, seen, made) for k in kids]
@@ -647,7 +661,7 @@ def _paths(d, path, out):
         if out[d[1]] is None:
             out[d[1]] = path
     elif kind not in (STATIC, REF):
-        _, cls, aux, kids = d
+        cls, aux, kids = d[1], d[2], d[3]
         for i, k in enumerate(kids):
             step = (ITEM, aux[i]) if kind == DICT else (ATTR, aux[i]) if kind == OBJECT \
                 else (CHILD, i) if kind == NODE else (ITEM, i)
@@ -742,7 +756,7 @@ def _make_matcher(form, nleaves, checks):
         if kind == REF:
             emit(f'if {expr} is not {numbered[d[1]]}: return None')
             return
-        _, cls, aux, kids = d
+        cls, aux, kids = d[1], d[2], d[3]
         v = var()
         emit(f'{v} = {expr}')
         if kind in _NUMBERED:
@@ -772,6 +786,8 @@ def _make_matcher(form, nleaves, checks):
                 walk(k, f'{c}[{i}]')
             return
         emit(f'if type({v}) is not {const(cls)} or len({v}) != {len(kids)}: return None')
+        if kind != TUPLE and kind != NAMEDTUPLE and cls is not dict and cls is not list:
+            emit(f'if {const(_state)}({v}) != {const(d[4:])}: return None')
         for i, k in enumerate(kids):
             walk(k, f'{v}[{const(aux[i])}]' if kind == DICT else f'{v}[{i}]')
 
