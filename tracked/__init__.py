@@ -5,7 +5,9 @@ from . import api  # noqa: F401
 from .api import gradient, withgradient, pullback  # noqa: F401
 from .jacobians import (jacobian, withjacobian, hessian, hessian_reverse,  # noqa: F401
                         diaghessian, jvp, hvp)
-from .functors import fmap, leaf, param, data, grad, zero_grad, istracked  # noqa: F401
+from . import tree_util  # noqa: F401
+from .tree_util import leaf, register_node  # noqa: F401
+from .functors import fmap, param, data, grad, zero_grad, istracked  # noqa: F401
 from .custom import rule, ignore_derivatives, non_differentiable, checkpoint  # noqa: F401
 from .backends import AutoTracked, AutoFiniteDifferences  # noqa: F401
 from .compiled_tape import (GradientTape, JacobianTape, HessianTape, compile,  # noqa: F401

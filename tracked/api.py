@@ -12,11 +12,11 @@ from collections import namedtuple
 
 import numpy as np
 
-from .backends import ADType
-from .functors import _map, _keep, _kind, _is_number_list, leaves as _tree_leaves, structure_map
+from .arguments import (Args, check_scalar, first_output, leaf_value, split_backend)
 from .registry import Primitive
 from .tape import backward, new_level, new_node
-from .values import Tracked, as_value, leaf, plain
+from .tree_util import is_node, tree_map
+from .values import Tracked, leaf, plain
 
 __all__ = ['vjp', 'pullback', 'gradient', 'withgradient']
 
@@ -26,15 +26,6 @@ WithGradient = namedtuple('WithGradient', ['val', 'grad'])
 # --------------------------------------------------------------------------
 # The core: vjp over flat arguments
 # --------------------------------------------------------------------------
-
-def _leaf_value(x):
-    """The value a leaf holds for argument ``x``: integer arrays become float64, an
-    integer scalar stays an integer (usable as an index or size), a tracked value
-    of an outer level is kept as it is (that is what nests)."""
-    if isinstance(x, Tracked):
-        return x
-    return as_value(x, int_to_float=isinstance(x, np.ndarray))
-
 
 def vjp(f, *args):
     """``vjp(f, *args) -> (y, back)``: the core of every operator; ``back(dy)`` returns
@@ -54,7 +45,7 @@ def vjp(f, *args):
     array([2.        , 1.08060461])
     """
     level = new_level()
-    boxed = [leaf(_leaf_value(a), level) for a in args]
+    boxed = [leaf(leaf_value(a), level) for a in args]
     out = f(*boxed)
     y = _unbox(out, level)
 
@@ -91,28 +82,18 @@ def _is_tracked(x):
     return isinstance(x, Tracked)
 
 
-class _NoMemo(dict):
-    """A memo that remembers nothing: every occurrence of an output is seeded."""
-
-    def get(self, key, default=None):
-        return None
-
-    def __setitem__(self, key, value):
-        pass
-
-
 def _unbox(out, level):
     if isinstance(out, Tracked):
         return _at_level(out, level)
-    if _kind(out) is None:
+    if not is_node(out):
         return out
-    return _map(lambda t: _at_level(t, level), out, (), _is_tracked, _keep, _NoMemo())
+    return tree_map(lambda t: _at_level(t, level), out, is_leaf=_is_tracked, shared=False)
 
 
 def _roots(out, dy, level):
     """(node, seed) for each output tracked at ``level`` whose cotangent is given
     (``back`` itself serves a single output tracked there)."""
-    if isinstance(out, Tracked) or _kind(out) is None:
+    if isinstance(out, Tracked) or not is_node(out):
         return []
     pairs = []
 
@@ -120,7 +101,8 @@ def _roots(out, dy, level):
         if o._node.level == level and d is not None:
             pairs.append((o._node, _seed(d, o)))
     try:
-        _map(take, out, (dy,), _is_tracked, _keep, _NoMemo())
+        # shared=False: an output that occurs twice is seeded in each place
+        tree_map(take, out, dy, is_leaf=_is_tracked, shared=False)
     except (IndexError, KeyError, AttributeError, TypeError) as e:
         raise ValueError(f'back(dy): dy must mirror the structure of the output '
                          f'({type(out).__name__}), with None for outputs without a '
@@ -164,104 +146,6 @@ def _joint_root(roots, level):
 
 
 # --------------------------------------------------------------------------
-# Argument trees: which leaves are differentiated, and the structure of gradients
-# --------------------------------------------------------------------------
-
-def _differentiable(x):
-    """Arrays and scalars of numbers (complex ones get a clear error later); not bools."""
-    if isinstance(x, (np.ndarray, Tracked)):
-        return x.dtype.kind in 'fiuc'
-    if isinstance(x, (bool, np.bool_)):
-        return False
-    return isinstance(x, (int, float, complex, np.number))
-
-
-class _Args:
-    """The differentiated leaves of an argument tuple, and the way back to trees.
-
-    A leaf is an array or number; a tied array (the same object twice in one
-    argument) is one leaf, so its gradient is the total, shared in every place.
-    """
-
-    def __init__(self, args):
-        self.args = args
-        self.flat = []
-        self.kinds = []            # per argument: 'leaf', 'const' or the number of leaves
-        for a in args:
-            if _differentiable(a):
-                self.kinds.append('leaf')
-                self.flat.append(a)
-            elif _kind(a) is None:
-                self.kinds.append('const')
-            else:
-                ls = _tree_leaves(a, _differentiable)
-                self.kinds.append(len(ls))
-                self.flat.extend(ls)
-        self.flat_only = all(k == 'leaf' for k in self.kinds)   # no trees, no constants
-
-    def rebuild(self, values):
-        """The arguments with their leaves replaced by ``values`` (flat, in order)."""
-        if self.flat_only:
-            return values
-        return self._place(values, _keep_arg, keep_const=True)
-
-    def gradients(self, cts, fn=None):
-        """Per argument: the tree of ``fn(cotangent, leaf)``; None for the rest."""
-        fn = fn or _match
-        if self.flat_only:
-            return tuple([fn(g, a) for g, a in zip(cts, self.args)])
-        return self._place(cts, fn, keep_const=False)
-
-    def _place(self, values, fn, keep_const):
-        out = []
-        pos = 0
-        for a, kind in zip(self.args, self.kinds):
-            if kind == 'leaf':
-                out.append(fn(values[pos], a))
-                pos += 1
-            elif kind == 'const':
-                out.append(a if keep_const else None)
-            else:
-                it = iter(values[pos:pos + kind])
-                pos += kind
-                put = (lambda x, it=it: fn(next(it), x))
-                out.append(_map(put, a, (), _differentiable, _keep, {}) if keep_const
-                           else structure_map(put, a, _differentiable))
-        return tuple(out)
-
-
-def _keep_arg(value, original):
-    return value
-
-
-def _match(g, a):
-    """Cotangent ``g`` as the gradient of argument leaf ``a``: same shape, a float dtype
-    (``a``'s own if float), an array for an array, a scalar for a scalar."""
-    if type(g) is np.ndarray and type(a) is np.ndarray and g.dtype == a.dtype \
-            and g.flags.writeable:
-        return g                        # the common case: a float array argument
-    if g is None or isinstance(g, Tracked):
-        return g
-    dtype = _float_dtype(a)
-    if isinstance(a, np.ndarray) or (isinstance(a, Tracked) and a.ndim > 0):
-        if type(g) is not np.ndarray or g.dtype != dtype or not g.flags.writeable:
-            g = np.array(g, dtype=dtype)    # also copies read-only broadcast views
-        return g
-    if isinstance(g, np.ndarray):
-        g = g[()]
-    return g if isinstance(g, (np.floating, np.complexfloating)) else dtype.type(g)
-
-
-def _float_dtype(v):
-    """``v``'s dtype if it is a float or complex type, else float64 (the dtype of its
-    gradient)."""
-    dtype = getattr(plain(v), 'dtype', None)
-    if dtype is None and isinstance(v, complex):
-        return np.dtype(np.complex128)
-    return dtype if dtype is not None and dtype.kind in 'fc' else np.dtype(np.float64)
-
-
-# --------------------------------------------------------------------------
 # pullback, gradient, withgradient
 # --------------------------------------------------------------------------
 
@@ -284,48 +168,9 @@ def pullback(f, *args):
 
 def _pullback(f, args):
     """``pullback`` whose ``back`` also takes ``last=True`` (see ``vjp``)."""
-    spec = _Args(args)
+    spec = Args(args)
     y, back = vjp(lambda *ls: f(*spec.rebuild(ls)), *spec.flat)
     return y, lambda dy=None, last=False: spec.gradients(back(dy, last=last))
-
-
-def _split_backend(f, args):
-    """``gradient(f, adtype, *args)``: the backend, if the first argument is one."""
-    if args and type(args[0]) is not np.ndarray and _is_adtype(args[0]):
-        return args[0], args[1:]
-    return None, args
-
-
-def _is_adtype(x):
-    return isinstance(x, ADType) or (type(x).__name__.startswith('Auto')
-                                     and callable(getattr(x, 'withgradient', None)))
-
-
-def _first(y):
-    """The element of ``f``'s output that is differentiated, and the seed for the output."""
-    if isinstance(y, tuple) and y:
-        return y[0], (1.0,) + (None,) * (len(y) - 1)
-    if isinstance(y, dict) and y:
-        k0 = next(iter(y))
-        return y[k0], {k: (1.0 if k is k0 else None) for k in y}
-    return y, 1.0
-
-
-def _check_scalar(v, who):
-    shape = getattr(v, 'shape', None)
-    kind = getattr(getattr(v, 'dtype', None), 'kind', None)
-    if shape is None and isinstance(v, (int, float)) and not isinstance(v, bool):
-        return
-    if shape is None:
-        raise ValueError(f'{who} needs f to return a real scalar (or a tuple, named tuple '
-                         f'or dict whose first element is one); f returned '
-                         f'{type(v).__name__}. Use jacobian(f, ...) or pullback(f, ...) '
-                         f'for other outputs.')
-    if shape != () or kind not in 'fiu':
-        what = f'an array of shape {shape}' if shape != () else f'a value of dtype {v.dtype}'
-        raise ValueError(f'{who} needs f to return a real scalar; f returned {what}. '
-                         f'Use jacobian(f, ...) for the derivative of every output, or '
-                         f'pullback(f, ...) to weight the outputs with a cotangent.')
 
 
 def withgradient(f, *args):
@@ -342,13 +187,13 @@ def withgradient(f, *args):
     >>> val[0], g
     (np.float64(1.75), array([-1.    , -0.25  , -0.0625]))
     """
-    backend, args = _split_backend(f, args)
+    backend, args = split_backend(args)
     if backend is not None:
         val, grads = backend.withgradient(f, *args)
         return WithGradient(val, grads)
     y, back = _pullback(f, args)
-    first, dy = _first(y)
-    _check_scalar(first, 'gradient')
+    first, dy = first_output(y)
+    check_scalar(first, 'gradient')
     return WithGradient(y, back(dy, last=True))
 
 

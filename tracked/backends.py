@@ -1,27 +1,16 @@
 """Backends for ``gradient(f, adtype, *args)`` / ``withgradient(f, adtype, *args)``.
 
 As in Flux, an AD-type object may follow ``f``.  Each backend implements
-``withgradient(f, *args) -> (val, grads)`` with the tree conventions of
-``tracked.api``: ``grads`` has one entry per argument mirroring its structure,
+``withgradient(f, *args) -> (val, grads)`` with the conventions of
+tracked/arguments.py: ``grads`` has one entry per argument mirroring its structure,
 None where there is no gradient.  ``AutoCompiled`` lives in ``tracked.compiled_tape``.
 """
 import numpy as np
 
+from . import api
+from .arguments import ADType, Args, check_scalar, first_output, float_dtype
+
 __all__ = ['ADType', 'AutoTracked', 'AutoFiniteDifferences']
-
-
-class ADType:
-    """Base class of the backends; a subclass implements ``withgradient(f, *args)``."""
-
-    def withgradient(self, f, *args):
-        raise NotImplementedError
-
-    def gradient(self, f, *args):
-        """``backend.gradient(f, *args)``: the gradient tuple alone."""
-        return self.withgradient(f, *args)[1]
-
-    def __repr__(self):
-        return f'{type(self).__name__}()'
 
 
 class AutoTracked(ADType):
@@ -33,8 +22,7 @@ class AutoTracked(ADType):
     """
 
     def withgradient(self, f, *args):
-        from .api import withgradient
-        return withgradient(f, *args)
+        return api.withgradient(f, *args)
 
 
 class AutoFiniteDifferences(ADType):
@@ -58,17 +46,16 @@ class AutoFiniteDifferences(ADType):
         return f'AutoFiniteDifferences(eps={self.eps})'
 
     def withgradient(self, f, *args):
-        from .api import _Args, _first, _check_scalar, _float_dtype
-        spec = _Args(args)
+        spec = Args(args)
         val = f(*args)
-        first, _ = _first(val)
-        _check_scalar(first, 'gradient')
+        first, _ = first_output(val)
+        check_scalar(first, 'gradient')
         base = [np.array(x, dtype=np.float64) for x in spec.flat]
 
         def value(j, moved):
             vals = list(spec.flat)
             vals[j] = moved if np.ndim(spec.flat[j]) else moved[()]
-            return float(_first(f(*spec.rebuild(vals)))[0])
+            return float(first_output(f(*spec.rebuild(vals)))[0])
         grads = []
         for j, x in enumerate(base):
             g = np.zeros(x.shape)
@@ -82,7 +69,7 @@ class AutoFiniteDifferences(ADType):
             except (TypeError, IndexError):
                 grads.append(None)         # an integer used as an index or size
                 continue
-            dtype = _float_dtype(spec.flat[j])
+            dtype = float_dtype(spec.flat[j])
             grads.append(g.astype(dtype) if isinstance(spec.flat[j], np.ndarray)
                          else dtype.type(g[()]))
         return val, spec.gradients(grads, lambda g, a: g)

@@ -27,9 +27,9 @@ import numpy as np
 
 from . import tape as _tape
 from . import values as _values
-from .functors import _kind, _map, _keep
 from .registry import Primitive
 from .tape import pause_recording, active_recorder
+from .tree_util import flatten, is_node, leaves, tree_map, unflatten
 from .values import Tracked, apply, plain
 
 __all__ = ['rule', 'ignore_derivatives', 'non_differentiable', 'checkpoint']
@@ -443,9 +443,9 @@ _FUNCTIONS = (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
 def _untracked(x):
     if isinstance(x, Tracked):
         return plain(x)
-    if _kind(x) is None:
+    if not is_node(x):
         return x
-    return _map(plain, x, (), _is_tracked, _keep, {})
+    return tree_map(plain, x, is_leaf=_is_tracked)
 
 
 def _is_tracked(x):
@@ -482,7 +482,7 @@ def non_differentiable(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         for a in args:
-            if isinstance(a, Tracked) or _kind(a) is not None:
+            if isinstance(a, Tracked) or is_node(a):
                 return _untracked(_values.call_nondiff(
                     fn, tuple(_untracked_arg(a) for a in args), kwargs))
         return _untracked(fn(*args, **kwargs))
@@ -491,7 +491,7 @@ def non_differentiable(fn):
 
 def _untracked_arg(a):
     # call_nondiff strips tracked scalars/arrays; trees are stripped here.
-    return a if isinstance(a, Tracked) or _kind(a) is None else _untracked(a)
+    return a if isinstance(a, Tracked) or not is_node(a) else _untracked(a)
 
 
 # --------------------------------------------------------------------------
@@ -530,7 +530,7 @@ def checkpoint(f, *args):
     array([0.84147098, 0.90929743])
     """
     if not _any_tracked(args):
-        if not any(_kind(a) is not None and _leaves_tracked(a) for a in args):
+        if not any(is_node(a) and leaves(a, _is_tracked) for a in args):
             return f(*args)
     flat, rebuild = _flatten_tracked(args)
 
@@ -541,29 +541,31 @@ def checkpoint(f, *args):
     return apply(prim, flat, {'_f': f_flat, '_state': _Call()})
 
 
-def _leaves_tracked(tree):
-    from .functors import leaves
-    return bool(leaves(tree, _is_tracked))
-
-
 def _flatten_tracked(args):
     """Tracked leaves of ``args`` (positional arguments of the entry) and the way back."""
-    from .functors import leaves
     flat = []
+    defs = []                          # per argument: its TreeDef, or None (kept as is)
     for a in args:
         if isinstance(a, Tracked):
             flat.append(a)
-        elif _kind(a) is not None:
-            flat.extend(leaves(a, _is_tracked))
+            defs.append(None)
+        elif is_node(a):
+            ls, d = flatten(a, _is_tracked)
+            flat.extend(ls)
+            defs.append(d)
+        else:
+            defs.append(None)
 
     def rebuild(vals):
-        it = iter(vals)
         out = []
-        for a in args:
+        pos = 0
+        for a, d in zip(args, defs):
             if isinstance(a, Tracked):
-                out.append(next(it))
-            elif _kind(a) is not None:
-                out.append(_map(lambda t: next(it), a, (), _is_tracked, _keep, {}))
+                out.append(vals[pos])
+                pos += 1
+            elif d is not None:
+                out.append(unflatten(d, vals[pos:pos + d.num_leaves]))
+                pos += d.num_leaves
             else:
                 out.append(a)
         return out

@@ -19,9 +19,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from .api import _Args, _differentiable, _float_dtype, _keep_arg, _leaf_value, gradient, vjp
+from .api import gradient, vjp
+from .arguments import Args, differentiable, float_dtype, is_number_list, keep_value, leaf_value
 from .forward import Dual, DualLevel, primal
-from .functors import _is_number_list
 from .values import Tracked, plain
 
 __all__ = ['jacobian', 'withjacobian', 'hessian', 'hessian_reverse', 'diaghessian', 'jvp',
@@ -33,7 +33,7 @@ _MODES = ('auto', 'forward', 'reverse')
 
 def _array_arg(x):
     """Jacobian-style operators take array-likes: a list of numbers is an array."""
-    return np.asarray(x) if _is_number_list(x) else x
+    return np.asarray(x) if is_number_list(x) else x
 
 
 def _size(x):
@@ -42,7 +42,7 @@ def _size(x):
 
 def _no_complex_inputs(spec, who):
     for a in spec.flat:
-        if _float_dtype(a).kind == 'c':
+        if float_dtype(a).kind == 'c':
             raise ValueError(
                 f'{who} with respect to a complex argument is ambiguous (a complex derivative '
                 f'exists only for holomorphic functions); pass the real and imaginary parts '
@@ -72,7 +72,7 @@ def withjacobian(f, *args, mode='auto'):
     """
     if mode not in _MODES:
         raise ValueError(f'mode={mode!r}: expected one of {_MODES}')
-    spec = _Args(tuple(_array_arg(a) for a in args))
+    spec = Args(tuple(_array_arg(a) for a in args))
     _no_complex_inputs(spec, 'jacobian')
     n = sum(_size(a) for a in spec.flat)
     if mode == 'forward' or (mode == 'auto' and n <= 1):
@@ -86,7 +86,7 @@ def withjacobian(f, *args, mode='auto'):
             y, jacs = _forward_jacobian(f, spec, n)
         else:
             jacs = _reverse_jacobian(y, back, spec)
-    return WithJacobian(y, spec.gradients(jacs, _keep_arg))
+    return WithJacobian(y, spec.gradients(jacs, keep_value))
 
 
 def jacobian(f, *args, mode='auto'):
@@ -104,7 +104,7 @@ def jacobian(f, *args, mode='auto'):
 
 
 def _check_output(y, who='jacobian'):
-    if not _differentiable(y):
+    if not differentiable(y):
         raise ValueError(f'{who} needs f to return one array or number; f returned '
                          f'{type(y).__name__}. Use pullback(f, ...) for other outputs.')
 
@@ -113,9 +113,9 @@ def _reverse_jacobian(y, back, spec):
     """Per leaf ``J[k, i]`` from one reverse sweep per output element of ``y``."""
     shape = np.shape(plain(y))
     m = int(np.prod(shape))
-    basis = np.eye(m, dtype=_float_dtype(y)).reshape((m,) + shape)
+    basis = np.eye(m, dtype=float_dtype(y)).reshape((m,) + shape)
     rows = [back(basis[k]) for k in range(m)]
-    if _float_dtype(y).kind == 'c':           # d Re(y_k) + i d Im(y_k): a second sweep
+    if float_dtype(y).kind == 'c':           # d Re(y_k) + i d Im(y_k): a second sweep
         rows = [tuple(None if a is None else a + 1j * b for a, b in zip(r, back(1j * basis[k])))
                 for k, r in enumerate(rows)]
     return [_rows_to_matrix([r[j] for r in rows], a, m) for j, a in enumerate(spec.flat)]
@@ -125,7 +125,7 @@ def _rows_to_matrix(rows, a, m):
     """``J[k, i]`` from the row cotangents of one argument leaf ``a``."""
     n = _size(a)
     scalar = np.ndim(plain(a)) == 0
-    dtype = np.result_type(_float_dtype(a), *[_float_dtype(r) for r in rows if r is not None])
+    dtype = np.result_type(float_dtype(a), *[float_dtype(r) for r in rows if r is not None])
     if any(isinstance(r, Tracked) for r in rows):
         zero = np.zeros(() if scalar else (n,), dtype)
         return np.stack([zero if r is None else (r if scalar else np.reshape(r, (n,)))
@@ -143,7 +143,7 @@ def _basis_tangents(spec, n):
     for a in spec.flat:
         shape = np.shape(plain(a))
         k = _size(a)
-        t = np.zeros((n, k), _float_dtype(a))
+        t = np.zeros((n, k), float_dtype(a))
         t[off:off + k] = np.eye(k)
         out.append(t.reshape((n,) + shape))
         off += k
@@ -153,7 +153,7 @@ def _basis_tangents(spec, n):
 def _run_forward(f, spec, tangents, batch):
     """``f`` on duals of one new level; returns the level and its output."""
     lvl = DualLevel(batch)
-    leaves = [_leaf_value(a) if t is None else Dual.make(_leaf_value(a), t, lvl)
+    leaves = [leaf_value(a) if t is None else Dual.make(leaf_value(a), t, lvl)
               for a, t in zip(spec.flat, tangents)]
     return lvl, f(*spec.rebuild(leaves))
 
@@ -164,7 +164,7 @@ def _output_tangent(out, lvl, batch=None):
     if isinstance(out, Dual) and out._node is lvl:
         return out._value, out._tangent
     shape = np.shape(plain(y))
-    t = np.zeros(shape if batch is None else (batch,) + shape, _float_dtype(y))
+    t = np.zeros(shape if batch is None else (batch,) + shape, float_dtype(y))
     return y, t
 
 
@@ -192,7 +192,7 @@ def _forward_jacobian(f, spec, n):
 def _zeros_if_none(g, x):
     if g is not None:
         return g
-    return np.zeros(np.shape(plain(x)), _float_dtype(x))
+    return np.zeros(np.shape(plain(x)), float_dtype(x))
 
 
 def _grad_of(f):
@@ -214,7 +214,7 @@ def hessian(f, x):
            [2., 0.]])
     """
     x = _array_arg(x)
-    _no_complex_inputs(_Args((x,)), 'hessian')
+    _no_complex_inputs(Args((x,)), 'hessian')
     H = jacobian(_grad_of(f), x, mode='forward')[0]
     return H[0] if np.ndim(plain(x)) == 0 else H
 
@@ -230,7 +230,7 @@ def hessian_reverse(f, x):
            [2., 0.]])
     """
     x = _array_arg(x)
-    _no_complex_inputs(_Args((x,)), 'hessian')
+    _no_complex_inputs(Args((x,)), 'hessian')
     n = _size(x)
     shape = np.shape(plain(x))
     g = _grad_of(f)
@@ -250,7 +250,7 @@ def diaghessian(f, *args):
     >>> np.round(tr.diaghessian(np.arctan2, 1, 2), 2)
     array([-0.16,  0.16])
     """
-    spec = _Args(tuple(_array_arg(a) for a in args))
+    spec = Args(tuple(_array_arg(a) for a in args))
     _no_complex_inputs(spec, 'diaghessian')
     n = sum(_size(a) for a in spec.flat)
 
@@ -258,7 +258,7 @@ def diaghessian(f, *args):
         return tuple(_zeros_if_none(g, x) for g, x in zip(
             gradient(lambda *l2: f(*spec.rebuild(l2)), *ls), ls))
     lvl = DualLevel(n)
-    leaves = [Dual.make(_leaf_value(a), t, lvl) for a, t in zip(spec.flat, _basis_tangents(spec, n))]
+    leaves = [Dual.make(leaf_value(a), t, lvl) for a, t in zip(spec.flat, _basis_tangents(spec, n))]
     outs = grads(*leaves)
     diags, off = [], 0
     for a, out in zip(spec.flat, outs):
@@ -268,7 +268,7 @@ def diaghessian(f, *args):
         d = np.reshape(np.diagonal(block), np.shape(plain(a)))
         diags.append(d if isinstance(plain(a), np.ndarray) or isinstance(d, Tracked) else d[()])
         off += k
-    return spec.gradients(diags, _keep_arg)
+    return spec.gradients(diags, keep_value)
 
 
 # --------------------------------------------------------------------------
@@ -283,16 +283,16 @@ def _tangent_leaves(args, tangents):
                          f'tangent per argument (None for a constant)')
     out = []
     for a, t in zip(args, tangents):
-        leaves = _Args((_array_arg(a),)).flat
+        leaves = Args((_array_arg(a),)).flat
         if t is None:
             out.extend([None] * len(leaves))
             continue
-        tleaves = _Args((_array_arg(t),)).flat
+        tleaves = Args((_array_arg(t),)).flat
         if len(tleaves) != len(leaves):
             raise ValueError(f'jvp: a tangent must mirror its argument: {len(leaves)} '
                              f'differentiated leaves, {len(tleaves)} tangent leaves')
         for x, v in zip(leaves, tleaves):
-            dtype = np.result_type(_float_dtype(x), _float_dtype(v))
+            dtype = np.result_type(float_dtype(x), float_dtype(v))
             v = v if isinstance(v, Tracked) else np.asarray(v, dtype)
             if np.shape(plain(v)) != np.shape(plain(x)):
                 raise ValueError(f'jvp: a tangent has shape {np.shape(plain(v))}, its '
@@ -313,7 +313,7 @@ def jvp(f, args, tangents):
     """
     if not isinstance(args, tuple):
         args, tangents = (args,), (tangents,)
-    spec = _Args(args)
+    spec = Args(args)
     lvl, out = _run_forward(f, spec, _tangent_leaves(args, tangents), None)
     _check_output(primal(out), 'jvp')
     return _output_tangent(out, lvl)

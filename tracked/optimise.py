@@ -4,10 +4,10 @@
 every array of the model is replaced by an ``OptLeaf`` holding the rule and that
 array's moments.  ``update(state, model, grads)`` walks the three trees in parallel
 and changes the model's arrays in place; ``train`` is the loop over batches, with a
-tqdm progress bar.  The walk follows the tree protocol of ``fmap`` (dicts, lists,
-tuples, named tuples, dataclasses, objects with attributes), so any model that
-``gradient`` understands can be trained.  An array that occurs twice in the model
-(tied weights) has one state and is updated once, with its total gradient.
+tqdm progress bar.  The walk follows the tree protocol of tracked/tree_util.py (dicts,
+lists, tuples, named tuples, dataclasses, objects with attributes, registered classes),
+so any model that ``gradient`` understands can be trained.  An array that occurs twice
+in the model (tied weights) has one state and is updated once, with its total gradient.
 """
 import math
 import warnings
@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 
 from . import functors as _functors
+from .tree_util import flatten, follow, tree_map
 from .values import Tracked, plain
 
 __all__ = ['Descent', 'Momentum', 'Adam', 'AdamW', 'OptLeaf', 'setup', 'update', 'train']
@@ -182,7 +183,7 @@ def setup(rule, model):
 
     def init(x):
         return OptLeaf(rule, rule.init(plain(x))) if _is_array(x) else None
-    return _functors.structure_map(init, model, _functors.isnumeric)
+    return tree_map(init, model, statics=False)
 
 
 def update(state, model, grads=None):
@@ -275,11 +276,11 @@ def _planned_steps(state, model, grads):
     steps = []
     try:
         for path, x, leaf in entries:
-            if _follow(model, path) is not x:
+            if follow(model, path) is not x:
                 del _PLANS[key]                 # the model changed: plan again next time
                 return None
             g = (x.grad if isinstance(x, Tracked) else None) if grads is None \
-                else _follow(grads, path)
+                else follow(grads, path)
             if g is None:
                 continue
             g = plain(g)
@@ -291,40 +292,18 @@ def _planned_steps(state, model, grads):
     return steps
 
 
-def _follow(tree, path):
-    for is_attr, k in path:
-        if tree is None:
-            return None
-        tree = getattr(tree, k) if is_attr else tree[k]
-    return tree
-
-
 def _plan(model, state):
     """``[(path, array, OptLeaf)]`` for each distinct array of the model, or None."""
-    entries, seen = [], set()
-
-    def walk(x, s, path):
-        if _functors.isnumeric(x):
-            if _is_array(x) and id(x) not in seen and s is not None:
-                if not isinstance(s, OptLeaf):
-                    raise _StructureError
-                seen.add(id(x))
-                entries.append((path, x, s))
-            return
-        kind = _functors._kind(x)
-        if kind is None or s is None or id(x) in seen:
-            return
-        if kind not in ('tuple', 'namedtuple'):
-            seen.add(id(x))                     # shared layers and cycles: walked once
-        if kind == 'object':
-            for name, v in _functors._attributes(x):
-                walk(v, getattr(s, name), path + ((True, name),))
-        else:
-            for k, v in (x.items() if kind == 'dict' else enumerate(x)):
-                walk(v, s[k], path + ((False, k),))
+    entries = []
     try:
-        walk(model, state, ())
-    except (_StructureError, AttributeError, KeyError, IndexError, TypeError):
+        arrays, treedef = flatten(model)            # a tied array once
+        for path, x in zip(treedef.paths(), arrays):
+            s = follow(state, path)
+            if _is_array(x) and s is not None:
+                if not isinstance(s, OptLeaf):
+                    return None
+                entries.append((path, x, s))
+    except (AttributeError, KeyError, IndexError, TypeError, ValueError):
         return None
     return entries
 

@@ -2,6 +2,7 @@
 import numpy as np
 
 from .api import vjp
+from .arguments import Args
 from .values import plain
 
 __all__ = ['gradcheck', 'jvpcheck']
@@ -99,8 +100,7 @@ def _array_like(a, nested=False):
 
 def _gradcheck_leaves(f, args, **options):
     """``gradcheck`` over the float leaves of argument trees; the rest are constants."""
-    from .api import _Args
-    spec = _Args(args)
+    spec = Args(args)
     checked = [i for i, v in enumerate(spec.flat) if not isinstance(v, (int, np.integer))]
 
     def f_leaves(*xs):

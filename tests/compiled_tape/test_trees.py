@@ -1,5 +1,5 @@
 """Argument trees of recorded tapes (tracked/compiled_tape/trees.py): the tree protocol of
-tracked/functors.py (what is walked, how a node is rebuilt) and the leaves of
+tracked/tree_util.py (what is walked, how a node is rebuilt) and the leaves of
 ``tr.gradient`` (what is differentiated, what is tied), checked against eager gradients
 through GradientTape, a compiled tape and tr.AutoCompiled."""
 import dataclasses
@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import tracked as tr
-from tracked.api import _differentiable
-from tracked.compiled_tape.trees import describe, flatten, is_leaf, unflatten
+from tracked.arguments import differentiable
+from tracked.compiled_tape.trees import describe, flatten_args, is_input, unflatten_args
+from tracked.tree_util import unflatten
 
 Pair = namedtuple('Pair', 'scale shift')
 
@@ -212,14 +213,14 @@ def test_leaves_are_the_differentiable_values_of_gradient():
               np.bool_(True), 1.5, 3, True, None, 'text', np.tanh, Table(np.ones(1)),
               np.ones(1, complex), np.complex128(1j)]
     for v in values:
-        expected = _differentiable(v) or (isinstance(v, np.ndarray) and v.dtype.kind == 'b')
-        assert is_leaf(v) == expected, v
-        leaves, _ = flatten(({'v': v},))
+        expected = differentiable(v) or (isinstance(v, np.ndarray) and v.dtype.kind == 'b')
+        assert is_input(v) == expected, v
+        leaves, _ = flatten_args(({'v': v},))
         assert (len(leaves) == 1) == expected, v
     # the intended differences: a bool array is an input (never differentiated); the
     # exact Python number types only (Python complex is static)
-    assert is_leaf(np.ones(2, bool)) and not _differentiable(np.ones(2, bool))
-    assert not is_leaf(1j) and _differentiable(1j)
+    assert is_input(np.ones(2, bool)) and not differentiable(np.ones(2, bool))
+    assert not is_input(1j) and differentiable(1j)
 
 
 def test_gradient_of_mixed_leaves_matches_eager():
@@ -277,10 +278,10 @@ def test_autocompiled_under_outer_gradient_with_object_model():
 
 def test_flatten_unflatten_round_trip_and_hashable_treedef():
     m = make_model(0)
-    leaves, td = flatten((m, 1.5))
+    leaves, td = flatten_args((m, 1.5))
     hash(td)
-    assert flatten((make_model(0, m['table']), 1.5))[1] == td
-    back = unflatten(td, leaves)
+    assert flatten_args((make_model(0, m['table']), 1.5))[1] == td
+    back = unflatten_args(td, leaves)
     assert type(back) is tuple and back[1] == 1.5
     b = back[0]
     assert type(b['slot']) is Slotted and b['slot'].w is m['slot'].w
@@ -289,7 +290,7 @@ def test_flatten_unflatten_round_trip_and_hashable_treedef():
     assert type(b['pair']) is Pair and b['pair'].shift is m['pair'].shift
     assert b['table'] is m['table'] and b['ordered']['act'] is np.tanh
     assert type(b['layers']) is Layers and b['layers'][0] is m['layers'][0]
-    grads = unflatten(td, leaves, static=False)
+    grads = unflatten_args(td, leaves, statics=False)
     assert grads[0]['table'] is None and grads[0]['flag'] is None and grads[0]['n'] == 2
     text = describe(td)
     assert 'Slotted(w=array, _Slotted__hidden=array)' in text

@@ -8,7 +8,6 @@ import pkgutil
 
 import pytest
 
-import tracked as tr
 import tests.rules as family_tests
 from tracked import registry
 

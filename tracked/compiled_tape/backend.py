@@ -4,7 +4,7 @@ from ..backends import ADType
 from .guards import TapeGuardError
 from .record import OuterTrackedError
 from .tapes import GradientTape, compile as compile_tape
-from .trees import flatten, TrackedArgumentError
+from .trees import flatten_args, TrackedArgumentError
 
 __all__ = ['AutoCompiled']
 
@@ -44,15 +44,15 @@ class AutoCompiled(ADType):
 
     def withgradient(self, f, *args):
         try:
-            leaves, treedef = flatten(args)
+            leaves, treedefs = flatten_args(args)
         except TrackedArgumentError:           # under an outer differentiation: eager
             return self._eager(f, args)
         closure = _closure(f)
-        key = (f, treedef, tuple(_spec(x) for x in leaves))
+        key = (f, treedefs, tuple(_spec(x) for x in leaves))
         try:
             entry = self.tapes.get(key)
-        except TypeError:                      # an unhashable static argument
-            key = (f, id(treedef))
+        except TypeError:                      # a static whose hash raises
+            key = (f, id(treedefs))
             entry = self.tapes.get(key)
         if entry is None or not _same(entry[0], closure):
             entry = self.tapes[key] = (closure, [])

@@ -11,12 +11,12 @@ from collections import namedtuple
 import numpy as np
 
 from ..tape import backward, new_level, push_recorder, pop_recorder
+from ..tree_util import flatten, tuple_def
 from ..values import Tracked, call, leaf
 from .guards import TapeGuardError
 from .program import Program
 from .record import Recorder
-from .trees import (flatten, unflatten, describe, top_level_leaves, arg_treedefs,
-                    normalise_treedef, make_checker, markers)
+from .trees import flatten_args, unflatten_args, arg_leaves, describe, leaf_path
 
 __all__ = ["GradientTape", "JacobianTape", "HessianTape", "ValGrad", "compile"]
 
@@ -45,36 +45,6 @@ def _as_input(x, diff):
     if diff and x.dtype.kind in 'iu' and x.ndim:
         x = x.astype(np.float64)
     return x
-
-
-def _path(treedef, pos, nargs):
-    """A readable path like ``argument 0['W']`` to leaf ``pos``."""
-    for a, d in enumerate(arg_treedefs(treedef, nargs)):
-        p = _find(d, pos)
-        if p is not None:
-            return f'argument {a}{p}'
-    return f'leaf {pos}'
-
-
-def _find(d, pos):
-    tag = d[0]
-    if tag == 'A':
-        return '' if d[1] == pos else None
-    if tag == 'S':
-        return None
-    if tag == 'obj':
-        _, t, keys, kids = d
-        for k, kid in zip(keys, kids):
-            p = _find(kid, pos)
-            if p is not None:
-                return f'.{k}{p}'
-        return None
-    t, keys, kids = d
-    for n, kid in enumerate(kids):
-        p = _find(kid, pos)
-        if p is not None:
-            return f'[{keys[n]!r}]{p}' if keys is not None else f'[{n}]{p}'
-    return None
 
 
 # --------------------------------------------------------------------------
@@ -106,11 +76,12 @@ class _Tape:
 
     # -- recording ------------------------------------------------------------
     def _record(self, args):
-        leaves, treedef = flatten(args)
-        self.treedef = treedef
+        leaves, arg_defs = flatten_args(args)
+        self.arg_defs = arg_defs                   # one TreeDef per argument
+        self.treedef = tuple_def(arg_defs)         # the argument tuple as one tree
         self.specs = [_leaf_spec(x) for x in leaves]
         self.pyfloat = [type(x) in (float, int) or isinstance(x, np.generic) for x in leaves]
-        per_arg = top_level_leaves(treedef, self.nargs)
+        per_arg = arg_leaves(arg_defs)
         diff = set()
         for a in self.wrt:
             diff.update(p for p in per_arg[a] if self.specs[p][1].kind in 'fiuc')
@@ -120,25 +91,22 @@ class _Tape:
         # a Python int outside ``wrt`` is a constant of the tape (a size, a count)
         self.static = {p: x for p, x in enumerate(leaves) if type(x) is int and p not in diff}
         self.per_arg = per_arg
-        self.arg_defs = arg_treedefs(treedef, self.nargs)
         checks = []
         for p, x in enumerate(leaves):
             t = type(x)
             if t is np.ndarray:
-                checks.append(('array', x.shape, x.dtype, None))
-            elif t is float:
-                checks.append(('float', None, None, None))
-            elif t is int:
-                checks.append(('int', None, None, self.static.get(p)))
+                checks.append((t, {'shape': x.shape, 'dtype': x.dtype}))
+            elif t is int and p in self.static:
+                checks.append((t, {None: x}))
             else:
-                checks.append(('generic', None, t, None))
-        self._checker = make_checker(unflatten(treedef, markers(len(leaves))), checks)
+                checks.append((t, {}))
+        self._checker = self.treedef.matcher(checks)   # generated for this structure
         rec = Recorder(new_level())
         push_recorder(rec)
         try:
             inputs = [x if p in self.static else rec.input(_as_input(x, p in diff), p)
                       for p, x in enumerate(leaves)]
-            outputs = self._trace(rec, treedef, inputs)
+            outputs = self._trace(rec, inputs)
         finally:
             pop_recorder(rec)
         self.program = Program(rec, outputs)
@@ -186,9 +154,6 @@ class _Tape:
             flat[off:off + n] = np.ravel(v)
         return vals.__getitem__
 
-    def _boxed_args(self, treedef, boxed):
-        return unflatten(treedef, boxed)
-
     # -- argument checks --------------------------------------------------------
     def _leaves(self, args):
         leaves = self._checker(args)          # generated for the recorded structure
@@ -197,14 +162,11 @@ class _Tape:
         if len(args) != self.nargs:
             raise ValueError(f'this {self._what} was recorded for {self.nargs} arguments, '
                              f'got {len(args)}')
-        leaves, treedef = flatten(args)
-        if treedef != self.treedef:
-            a = normalise_treedef(self.treedef, self.nargs)
-            b = normalise_treedef(treedef, self.nargs)
-            if a != b:
-                raise ValueError(f'the arguments have another structure than the recorded '
-                                 f'ones: expected {describe(self.treedef)}, given '
-                                 f'{describe(treedef)}. Record a new tape for them.')
+        leaves, arg_defs = flatten_args(args)
+        if arg_defs != self.arg_defs:
+            raise ValueError(f'the arguments have another structure than the recorded '
+                             f'ones: expected {describe(self.arg_defs)}, given '
+                             f'{describe(arg_defs)}. Record a new tape for them.')
         specs = self.specs
         for p, x in enumerate(leaves):
             s = specs[p]
@@ -214,7 +176,7 @@ class _Tape:
                     break
                 if t is int and p in self.static and x != self.static[p]:
                     raise ValueError(
-                        f'{_path(self.treedef, p, self.nargs)} is {x}; the {self._what} was '
+                        f'{leaf_path(self.arg_defs, p)} is {x}; the {self._what} was '
                         f'recorded with {self.static[p]} (an integer outside wrt is a constant '
                         f'of the tape). Record a new tape for it.')
                 continue
@@ -224,7 +186,7 @@ class _Tape:
             return leaves
         x = leaves[p]
         given = _leaf_spec(x)
-        raise ValueError(f'{_path(self.treedef, p, self.nargs)} has shape {given[0]} and dtype '
+        raise ValueError(f'{leaf_path(self.arg_defs, p)} has shape {given[0]} and dtype '
                          f'{given[1]}; the {self._what} was recorded for shape {s[0]} and dtype '
                          f'{s[1]}. Record a new tape for these shapes (tr.AutoCompiled() '
                          f'keeps one per signature).')
@@ -336,11 +298,11 @@ class GradientTape(_Tape):
 
     _what = 'GradientTape'
 
-    def _trace(self, rec, treedef, inputs):
+    def _trace(self, rec, inputs):
         li = new_level()
         diff = set(self.diff)
         boxed = [leaf(t, li) if p in diff else t for p, t in enumerate(inputs)]
-        out = self.f(*unflatten(treedef, boxed))
+        out = self.f(*unflatten_args(self.arg_defs, boxed))
         y = _split_output(out)
         if np.ndim(y) != 0 if not isinstance(y, Tracked) else y.ndim != 0:
             raise ValueError(f'f returned an array of shape {np.shape(y)}; GradientTape needs a '
@@ -402,9 +364,7 @@ class GradientTape(_Tape):
         for k, p in enumerate(self.grad_leaves):
             g = outs[k]
             flat[p] = g[()] if self.pyfloat[p] else g
-        wrt = set(self.wrt)
-        grads = tuple(unflatten(self.arg_defs[a], flat, static=False) if a in wrt else None
-                      for a in range(self.nargs))
+        grads = unflatten_args(self.arg_defs, flat, statics=False, only=self.wrt)
         return ValGrad(val, grads)
 
     def _out_leaves(self, out):
@@ -413,14 +373,7 @@ class GradientTape(_Tape):
             return last[1]                            # the same tuple of arrays as last time
         checker = self.__dict__.get('_out_checker')
         if checker is None:
-            ms = [None] * len(self.specs)
-            for k, p in enumerate(self.grad_leaves):
-                ms[p] = markers(len(self.grad_leaves))[k]
-            wrt = set(self.wrt)
-            template = tuple(unflatten(self.arg_defs[a], ms, static=False) if a in wrt else None
-                             for a in range(self.nargs))
-            checker = self._out_checker = make_checker(
-                template, [('array', shape, dtype, None) for shape, dtype in self.out_specs])
+            checker = self._out_checker = self._out_matcher()
         leaves = checker(out)
         if leaves is not None and last is not None and [id(g) for g in leaves] == last[0]:
             return leaves
@@ -428,7 +381,7 @@ class GradientTape(_Tape):
             if type(out) is tuple and all(type(g) is np.ndarray or g is None for g in out):
                 leaves = [g for g in out if g is not None]
             else:
-                leaves, _ = flatten(out if isinstance(out, tuple) else (out,))
+                leaves = flatten(out, lambda g: isinstance(g, np.ndarray))[0]
         ids = [id(g) for g in leaves]
         last = self.__dict__.get('_out_checked')
         if last is not None and last[0] == ids and all(
@@ -439,6 +392,17 @@ class GradientTape(_Tape):
         self._out_checked = (ids, leaves, out if simple else None)   # a tuple cannot change
         return leaves
 
+    def _out_matcher(self):
+        """A matcher of gradient tuples shaped like this tape's (``out=``)."""
+        flat = [None] * len(self.specs)
+        for (shape, dtype), p in zip(self.out_specs, self.grad_leaves):
+            flat[p] = np.empty(shape, dtype)
+        template = unflatten_args(self.arg_defs, flat, statics=False, only=self.wrt)
+        leaves, treedef = flatten(template, lambda g: type(g) is np.ndarray)
+        assert [id(g) for g in leaves] == [id(flat[p]) for p in self.grad_leaves]
+        return treedef.matcher([(np.ndarray, {'shape': g.shape, 'dtype': g.dtype})
+                                for g in leaves])
+
     def _check_out(self, leaves):
         if len(leaves) != len(self.grad_leaves):
             raise ValueError(f'out= holds {len(leaves)} arrays; this tape has '
@@ -447,7 +411,7 @@ class GradientTape(_Tape):
         for g, (shape, dtype), p in zip(leaves, self.out_specs, self.grad_leaves):
             if not isinstance(g, np.ndarray) or g.shape != shape or g.dtype != dtype \
                     or not g.flags.c_contiguous or not g.flags.writeable:
-                raise ValueError(f'out= for {_path(self.treedef, p, self.nargs)} must be a '
+                raise ValueError(f'out= for {leaf_path(self.arg_defs, p)} must be a '
                                  f'writeable C-contiguous array of shape {shape} and dtype '
                                  f'{dtype}, got {type(g).__name__} {getattr(g, "shape", "")} '
                                  f'{getattr(g, "dtype", "")}')
@@ -467,11 +431,11 @@ class JacobianTape(_Tape):
 
     _what = 'JacobianTape'
 
-    def _trace(self, rec, treedef, inputs):
+    def _trace(self, rec, inputs):
         li = new_level()
         diff = set(self.diff)
         boxed = [leaf(t, li) if p in diff else t for p, t in enumerate(inputs)]
-        y = self.f(*unflatten(treedef, boxed))
+        y = self.f(*unflatten_args(self.arg_defs, boxed))
         if isinstance(y, (tuple, list, dict)):
             raise ValueError('JacobianTape needs f to return one array')
         self.out_shape = np.shape(y)
@@ -538,9 +502,7 @@ class JacobianTape(_Tape):
             elif self.out_shape == ():
                 J = J[0]
             flat[p] = J
-        wrt = set(self.wrt)
-        grads = tuple(unflatten(self.arg_defs[a], flat, static=False) if a in wrt else None
-                      for a in range(self.nargs))
+        grads = unflatten_args(self.arg_defs, flat, statics=False, only=self.wrt)
         return ValGrad(_plain_scalar(get(0)), grads)
 
 
@@ -560,13 +522,13 @@ class HessianTape(_Tape):
     def __init__(self, f, x, on_guard='error'):
         super().__init__(f, x, wrt=None, on_guard=on_guard)
 
-    def _trace(self, rec, treedef, inputs):
+    def _trace(self, rec, inputs):
         if len(self.diff) != 1 or len(inputs) != 1:
             raise ValueError('HessianTape(f, x) needs one real array or scalar x')
         l1, l2 = new_level(), new_level()
         x1 = leaf(inputs[0], l1)
         x2 = leaf(x1, l2)
-        y = self.f(unflatten(treedef, [x2])[0])
+        y = self.f(unflatten_args(self.arg_defs, [x2])[0])
         if (y.ndim if isinstance(y, Tracked) else np.ndim(y)) != 0:
             raise ValueError(f'f returned an array of shape {np.shape(y)}; HessianTape needs '
                              f'a real scalar')

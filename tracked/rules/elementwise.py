@@ -43,7 +43,7 @@ import operator
 
 import numpy as np
 
-from ..registry import defpartials, defvjp, defcomposite, identity
+from ..registry import defpartials, defvjp, defcomposite
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)

@@ -19,7 +19,7 @@ from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..registry import Primitive, defvjp, defcomposite, REDUCE, ACCUMULATE
 from ..tape import shape_of
-from ..values import Tracked, apply
+from ..values import apply
 
 _NoValue = np._NoValue
 

@@ -1,0 +1,255 @@
+"""The calling convention of ``gradient(f, [adtype], *args)``, shared by every backend.
+
+An optional backend (an ``ADType``) may follow ``f``; each argument is a tree
+(tracked/tree_util.py) whose differentiated leaves are arrays and numbers; the
+gradient of an argument mirrors it, None where there is no gradient; ``f``'s first
+output is the one differentiated.  ``tracked.api`` (the eager tape) and
+``tracked.backends`` both build on this module, and neither imports the other's
+internals.
+"""
+import numpy as np
+
+from .tree_util import flatten, is_node, unflatten
+from .values import Tracked, as_value, plain
+
+__all__ = ['ADType', 'split_backend', 'differentiable', 'Args', 'match_gradient',
+           'float_dtype', 'is_number_list', 'first_output', 'check_scalar']
+
+
+class ADType:
+    """Base class of the backends; a subclass implements ``withgradient(f, *args)``.
+
+    >>> import tracked as tr
+    >>> class Doubled(tr.backends.ADType):         # a toy backend
+    ...     def withgradient(self, f, *args):
+    ...         val, grads = tr.withgradient(f, *args)
+    ...         return val, tuple(2 * g for g in grads)
+    >>> tr.gradient(lambda x: x * x, Doubled(), 3.0)
+    (np.float64(12.0),)
+    """
+
+    def withgradient(self, f, *args):
+        raise NotImplementedError
+
+    def gradient(self, f, *args):
+        """``backend.gradient(f, *args)``: the gradient tuple alone."""
+        return self.withgradient(f, *args)[1]
+
+    def __repr__(self):
+        return f'{type(self).__name__}()'
+
+
+def split_backend(args):
+    """``split_backend(args) -> (backend or None, args)``: ``gradient(f, adtype, *args)``'s
+    backend, if the first argument is one.
+
+    >>> import tracked as tr
+    >>> tr.arguments.split_backend((tr.AutoTracked(), 1.0))
+    (AutoTracked(), (1.0,))
+    """
+    if args and type(args[0]) is not np.ndarray and _is_adtype(args[0]):
+        return args[0], args[1:]
+    return None, args
+
+
+def _is_adtype(x):
+    return isinstance(x, ADType) or (type(x).__name__.startswith('Auto')
+                                     and callable(getattr(x, 'withgradient', None)))
+
+
+# --------------------------------------------------------------------------
+# Argument trees: which leaves are differentiated, and the structure of gradients
+# --------------------------------------------------------------------------
+
+def differentiable(x):
+    """``differentiable(x)``: whether an argument leaf is differentiated: arrays and
+    scalars of numbers (complex ones get a clear error later); not bools.
+
+    >>> import numpy as np, tracked as tr
+    >>> [tr.arguments.differentiable(v) for v in (np.ones(2), 3, True, 'a', np.ones(1, bool))]
+    [True, True, False, False, False]
+    """
+    if isinstance(x, (np.ndarray, Tracked)):
+        return x.dtype.kind in 'fiuc'
+    if isinstance(x, (bool, np.bool_)):
+        return False
+    return isinstance(x, (int, float, complex, np.number))
+
+
+class Args:
+    """``Args(args)``: the differentiated leaves of an argument tuple (``.flat``), and
+    the way back to trees.
+
+    Each argument is flattened on its own: a tied array (the same object twice in
+    one argument) is one leaf, so its gradient is the total, shared in every place.
+
+    >>> import numpy as np, tracked as tr
+    >>> spec = tr.arguments.Args(({'w': np.ones(2), 'act': 'tanh'}, 2.0))
+    >>> len(spec.flat), spec.gradients([np.zeros(2), 1.0])
+    (2, ({'w': array([0., 0.]), 'act': None}, np.float64(1.0)))
+    """
+
+    def __init__(self, args):
+        self.args = args
+        self.flat = []
+        self.defs = []           # per argument: 'leaf', 'const' or its TreeDef
+        for a in args:
+            if differentiable(a):
+                self.defs.append('leaf')
+                self.flat.append(a)
+            elif not is_node(a):
+                self.defs.append('const')
+            else:
+                ls, d = flatten(a, differentiable)
+                self.defs.append(d)
+                self.flat.extend(ls)
+        self.flat_only = all(d == 'leaf' for d in self.defs)   # no trees, no constants
+
+    def rebuild(self, values):
+        """The arguments with their leaves replaced by ``values`` (flat, in order)."""
+        if self.flat_only:
+            return values
+        return self._place(values, True)
+
+    def gradients(self, cts, fn=None):
+        """Per argument: the tree of ``fn(cotangent, leaf)`` (default ``match_gradient``);
+        None for the rest."""
+        fn = fn or match_gradient
+        values = [fn(g, a) for g, a in zip(cts, self.flat)]
+        if self.flat_only:
+            return tuple(values)
+        return self._place(values, False)
+
+    def _place(self, values, keep):
+        out = []
+        pos = 0
+        for a, d in zip(self.args, self.defs):
+            if d == 'leaf':
+                out.append(values[pos])
+                pos += 1
+            elif d == 'const':
+                out.append(a if keep else None)
+            else:
+                n = d.num_leaves
+                out.append(unflatten(d, values[pos:pos + n], keep))
+                pos += n
+        return tuple(out)
+
+
+def leaf_value(x):
+    """``leaf_value(x)``: the value a leaf holds for argument ``x``: integer arrays become
+    float64, an integer scalar stays an integer (usable as an index or size), a
+    tracked value of an outer level is kept as it is (that is what nests).
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.arguments.leaf_value(np.array([1, 2])), tr.arguments.leaf_value(3)
+    (array([1., 2.]), np.int64(3))
+    """
+    if isinstance(x, Tracked):
+        return x
+    return as_value(x, int_to_float=isinstance(x, np.ndarray))
+
+
+def keep_value(value, leaf):
+    """``Args.gradients``' ``fn`` that places ``value`` as it is."""
+    return value
+
+
+def match_gradient(g, a):
+    """``match_gradient(g, a)``: cotangent ``g`` as the gradient of argument leaf ``a``:
+    same shape, a float dtype (``a``'s own if float), an array for an array, a scalar
+    for a scalar.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.arguments.match_gradient(np.array(2.0), 3)
+    np.float64(2.0)
+    >>> tr.arguments.match_gradient(np.ones(2), np.zeros(2, np.float32))
+    array([1., 1.], dtype=float32)
+    """
+    if type(g) is np.ndarray and type(a) is np.ndarray and g.dtype == a.dtype \
+            and g.flags.writeable:
+        return g                        # the common case: a float array argument
+    if g is None or isinstance(g, Tracked):
+        return g
+    dtype = float_dtype(a)
+    if isinstance(a, np.ndarray) or (isinstance(a, Tracked) and a.ndim > 0):
+        if type(g) is not np.ndarray or g.dtype != dtype or not g.flags.writeable:
+            g = np.array(g, dtype=dtype)    # also copies read-only broadcast views
+        return g
+    if isinstance(g, np.ndarray):
+        g = g[()]
+    return g if isinstance(g, (np.floating, np.complexfloating)) else dtype.type(g)
+
+
+def float_dtype(v):
+    """``float_dtype(v)``: ``v``'s dtype if it is a float or complex type, else float64
+    (the dtype of its gradient).
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.arguments.float_dtype(np.ones(1, np.float32)), tr.arguments.float_dtype(3)
+    (dtype('float32'), dtype('float64'))
+    >>> tr.arguments.float_dtype(1j)
+    dtype('complex128')
+    """
+    dtype = getattr(plain(v), 'dtype', None)
+    if dtype is None and isinstance(v, complex):
+        return np.dtype(np.complex128)
+    return dtype if dtype is not None and dtype.kind in 'fc' else np.dtype(np.float64)
+
+
+def is_number_list(x):
+    """``is_number_list(x)``: a non-empty list or tuple of numbers, which the API reads as
+    an array (``param([1, 2])``, ``jacobian(f, [1.0, 2.0])``).
+
+    >>> import tracked as tr
+    >>> tr.arguments.is_number_list([1, 2.5]), tr.arguments.is_number_list([1, 'a'])
+    (True, False)
+    """
+    return type(x) in (list, tuple) and bool(x) and all(
+        isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in x)
+
+
+# --------------------------------------------------------------------------
+# The differentiated output
+# --------------------------------------------------------------------------
+
+def first_output(y):
+    """``first_output(y) -> (differentiated, seed)``: the element of ``f``'s output that
+    is differentiated (the first of a tuple or dict), and the cotangent of the output.
+
+    >>> import tracked as tr
+    >>> tr.arguments.first_output((2.0, 'aux'))
+    (2.0, (1.0, None))
+    """
+    if isinstance(y, tuple) and y:
+        return y[0], (1.0,) + (None,) * (len(y) - 1)
+    if isinstance(y, dict) and y:
+        k0 = next(iter(y))
+        return y[k0], {k: (1.0 if k is k0 else None) for k in y}
+    return y, 1.0
+
+
+def check_scalar(v, who):
+    """``check_scalar(v, who)``: raise a ``ValueError`` naming ``who`` unless ``v`` is a
+    real scalar.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.arguments.check_scalar(np.ones(3), 'gradient')
+    Traceback (most recent call last):
+    ...
+    ValueError: gradient needs f to return a real scalar; f returned an array of shape (3,). Use jacobian(f, ...) for the derivative of every output, or pullback(f, ...) to weight the outputs with a cotangent.
+    """
+    shape = getattr(v, 'shape', None)
+    kind = getattr(getattr(v, 'dtype', None), 'kind', None)
+    if shape is None and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return
+    if shape is None:
+        raise ValueError(f'{who} needs f to return a real scalar (or a tuple, named tuple '
+                         f'or dict whose first element is one); f returned '
+                         f'{type(v).__name__}. Use jacobian(f, ...) or pullback(f, ...) '
+                         f'for other outputs.')
+    if shape != () or kind not in 'fiu':
+        what = f'an array of shape {shape}' if shape != () else f'a value of dtype {v.dtype}'
+        raise ValueError(f'{who} needs f to return a real scalar; f returned {what}. '
+                         f'Use jacobian(f, ...) for the derivative of every output, or '
+                         f'pullback(f, ...) to weight the outputs with a cotangent.')
