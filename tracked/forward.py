@@ -21,7 +21,7 @@ import numpy as np
 
 from . import values as _values
 from .tape import Cotangents, new_level, unbroadcast
-from .values import Tracked, apply, call, plain, plain_index, ufunc_call
+from .values import Boxed, Tracked, apply, call, plain, plain_index, ufunc_call
 
 __all__ = ['Dual', 'DualLevel', 'duals', 'primal', 'tangent', 'forward_apply']
 
@@ -43,7 +43,7 @@ class DualLevel:
         return f'<DualLevel {self.level} batch={self.batch}>'
 
 
-class Dual(Tracked):
+class Dual(Boxed):
     """A primal value and its tangent(s) at one forward-mode level (see the module
     docstring).  Made by ``tr.jvp`` and forward-mode Jacobians; never on a tape.
 

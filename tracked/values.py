@@ -5,6 +5,8 @@ Operators and NumPy's protocols (``__array_ufunc__``, ``__array_function__``) ro
 every call to ``apply``, which looks the callable up in the rule registry and
 records one node.  Nothing here lists NumPy functions: that is the rules' job.
 """
+import functools
+import inspect
 import operator
 import weakref
 
@@ -267,8 +269,64 @@ def call(fun, *args, **kwargs):
             return call_nondiff(fun, args, kwargs)
         raise TypeError(_no_rule_message(fun))
     if type(rule) is registry.Primitive:
+        if kwargs:
+            for v in kwargs.values():
+                if isinstance(v, Tracked) or (type(v) in _SEQUENCES and _holds_tracked(v)):
+                    args, kwargs = bind_keywords(fun, args, kwargs)
+                    break
         return apply(rule, args, kwargs)
-    return rule(*args, **kwargs)
+    return rule(*args, **kwargs)        # a composite takes tracked keywords as Python does
+
+
+def _holds_tracked(v):
+    if isinstance(v, Tracked):
+        return True
+    return type(v) in _SEQUENCES and any(_holds_tracked(e) for e in v)
+
+
+@functools.lru_cache(maxsize=None)
+def _positional_parameters(fun):
+    """The parameters of ``fun`` that can be passed by position, or None (no signature)."""
+    try:
+        sig = inspect.signature(fun)
+    except (TypeError, ValueError):
+        return None
+    return tuple(p for p in sig.parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def bind_keywords(fun, args, kwargs, name=None):
+    """``fun(*args, **kwargs)`` with tracked keyword arguments moved to their positions,
+    by ``fun``'s signature (the parameters before them take their defaults), so that
+    rules see them as they see positional ones: ``np.clip(x, a_min=lo)`` is
+    ``np.clip(x, lo)``.  A tracked integer for a keyword-only parameter (an ``axis=``)
+    is read as its value; any other tracked keyword-only argument is refused.
+    Returns ``(args, kwargs)``.
+    """
+    params = _positional_parameters(fun) or ()
+    names = [p.name for p in params]
+    last = max((names.index(k) for k, v in kwargs.items()
+                if k in names and _holds_tracked(v)), default=-1)
+    args, kwargs = list(args), dict(kwargs)
+    for i in range(len(args), last + 1):
+        p = params[i]
+        if p.name in kwargs:
+            args.append(kwargs.pop(p.name))
+        elif p.default is not p.empty:
+            args.append(p.default)
+        else:
+            break           # a required argument is missing: NumPy's own error follows
+    for k, v in list(kwargs.items()):
+        if isinstance(v, Tracked) and v.dtype.kind in 'iub' and v.ndim == 0:
+            kwargs[k] = operator.index(v)       # an integer used as a size or axis
+        elif _holds_tracked(v):
+            what = name or registry._name(fun)
+            raise TypeError(f'{what}: the tracked keyword argument {k}= cannot be passed '
+                            f'by position ({what} takes it by keyword only), so its '
+                            f'gradient would be lost; pass tr.data(...) if you do not need '
+                            f'its gradient, or compute it with operations on the '
+                            f'positional arguments')
+    return tuple(args), kwargs
 
 
 def call_nondiff(fun, args, kwargs):
@@ -398,9 +456,12 @@ def _compare(uf, reflected=False):
 
 
 class Tracked:
-    """Base of ``TrackedArray`` and ``TrackedReal``: a value recorded on the tape."""
+    """Base of the tracked types: ``TrackedArray``, ``TrackedReal``, ``TrackedInt`` (values
+    recorded on a tape) and forward mode's ``Dual``.  Each holds ``_node`` (its tape
+    entry) and ``_value``; the slots live in the subclasses, because ``TrackedInt``
+    is also an ``int``, which allows no slots of a base class."""
 
-    __slots__ = ('_node', '_value', '__weakref__')
+    __slots__ = ()
     __array_priority__ = 1000.0
     __hash__ = object.__hash__
     _forward = False            # True for forward mode's ``Dual`` (no tape entry)
@@ -664,7 +725,12 @@ class Tracked:
         back(self, dy, retain_graph=retain_graph)
 
 
-class TrackedArray(Tracked):
+class Boxed(Tracked):
+    """The slots of the tracked array types."""
+    __slots__ = ('_node', '_value', '__weakref__')
+
+
+class TrackedArray(Boxed):
     """An n-dimensional array recorded on the tape.
 
     >>> import numpy as np, tracked as tr
@@ -675,7 +741,7 @@ class TrackedArray(Tracked):
     __slots__ = ()
 
 
-class TrackedReal(Tracked):
+class TrackedReal(Boxed):
     """A 0-dimensional (scalar) value recorded on the tape.
 
     >>> import tracked as tr
@@ -684,6 +750,61 @@ class TrackedReal(Tracked):
     6.0
     """
     __slots__ = ()
+
+
+_REPEATABLE = (list, tuple, str, bytes, bytearray)
+
+
+class TrackedInt(Tracked, int):
+    """A differentiated integer scalar (``tr.gradient(f, x, 3)``'s 3): in every Python
+    use it is the ``int`` it holds -- ``isinstance(n, int)``, hashing, ``==``, ``<``,
+    formatting, indexing, ``[x] * n``, ``n & 1``, shifts, seeding a generator -- so a
+    program using it as an integer runs as it would on the int; its arithmetic with
+    numbers and arrays is recorded like any tracked value's (Zygote differentiates
+    integers the same way).  On a recorded tape its value is guarded.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.gradient(lambda a, t: np.sum(a * t[0]) + t[1], np.array([1., 2., 3.]), (4, 5))
+    (array([4., 4., 4.]), (np.float64(6.0), np.float64(1.0)))
+    >>> tr.gradient(lambda x, n: x ** {3: 2.0}.get(n, 7.0) * len(f'{n}'), 2.0, 3)
+    (np.float64(4.0), None)
+    """
+
+    # int's own Python-level behaviour; arithmetic (+ - * / ** @ %) is Tracked's
+    __hash__ = int.__hash__
+    __eq__, __ne__ = int.__eq__, int.__ne__
+    __lt__, __le__, __gt__, __ge__ = int.__lt__, int.__le__, int.__gt__, int.__ge__
+    __and__, __or__, __xor__ = int.__and__, int.__or__, int.__xor__
+    __rand__, __ror__, __rxor__ = int.__rand__, int.__ror__, int.__rxor__
+    __lshift__, __rshift__, __invert__ = int.__lshift__, int.__rshift__, int.__invert__
+    __rlshift__, __rrshift__ = int.__rlshift__, int.__rrshift__
+    __index__, __int__, __bool__ = int.__index__, int.__int__, int.__bool__
+    __format__ = int.__format__
+    __floordiv__, __rfloordiv__, __mod__, __rmod__ = (int.__floordiv__, int.__rfloordiv__,
+                                                      int.__mod__, int.__rmod__)
+
+    def __mul__(self, other):
+        if isinstance(other, _REPEATABLE):         # [x] * n, 'ab' * n: repetition
+            return NotImplemented
+        return Tracked.__mul__(self, other)
+
+    def __rmul__(self, other):
+        if isinstance(other, _REPEATABLE):
+            return NotImplemented
+        return Tracked.__rmul__(self, other)
+
+    @staticmethod
+    def make(value, node):
+        """The ``TrackedInt`` of leaf ``node`` holding integer scalar ``value``."""
+        t = int.__new__(TrackedInt, int(plain(value)))
+        t._value = value
+        t._node = node
+        return t
+
+    __repr__ = __str__ = int.__repr__
+
+    def __reduce__(self):               # a copy or pickle is the int it holds
+        return int, (int(self),)
 
 
 def ufunc_call(ufunc, method, inputs, kwargs):
@@ -764,8 +885,12 @@ def as_value(x, int_to_float=True):
 
 
 def leaf(value, level):
-    """A new leaf at ``level`` holding ``value`` (already normalised), without a grad buffer."""
-    return box(value, new_node(None, None, None, value, (), level))
+    """A new leaf at ``level`` holding ``value`` (already normalised), without a grad
+    buffer; an integer scalar becomes a ``TrackedInt``."""
+    node = new_node(None, None, None, value, (), level)
+    if getattr(value, 'ndim', 1) == 0 and value.dtype.kind in 'iu':
+        return TrackedInt.make(value, node)
+    return box(value, node)
 
 
 def param(x):

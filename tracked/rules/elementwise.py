@@ -43,7 +43,8 @@ import operator
 
 import numpy as np
 
-from ..registry import defpartials, defvjp, defcomposite
+from ..registry import Primitive, defpartials, defvjp, defcomposite
+from ..values import apply
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -260,42 +261,63 @@ for _f in (np.maximum, np.minimum, np.fmax, np.fmin):
 
 
 def _clip_bounds(rest, kwargs):
-    """(lo, hi) from np.clip's arguments after ``a``, however the user spelled them."""
+    """(lo, hi) from np.clip's arguments after ``a``, however the user spelled them (a
+    bound bound by keyword to its position arrives as NumPy's "no value" default)."""
     lo = rest[0] if len(rest) > 0 else kwargs.get('a_min', kwargs.get('min'))
     hi = rest[1] if len(rest) > 1 else kwargs.get('a_max', kwargs.get('max'))
-    return lo, hi
+    return (None if lo is np._NoValue else lo), (None if hi is np._NoValue else hi)
 
 
-def _clip_masks(ans, a, rest, kwargs):
+def _clip_fwd(a, lo, hi, **kwargs):
+    return np.clip(a, lo, hi, **kwargs)
+
+
+def _clip_masks(ans, a, lo, hi):
     """d clip / d (a, lo, hi): where each was taken (see the module docstring)."""
-    lo, hi = _clip_bounds(rest, kwargs)
     to_lo = (ans == lo) & (ans != a)
     if hi is not None:
         to_lo = to_lo & (ans != hi)
     return a == ans, to_lo, (ans == hi) & (ans != a)
 
 
-def _clip_a(g, ans, a, *rest, **kwargs):
+def _clip_a(g, ans, a, lo, hi, **kwargs):
     return g * (a == ans)
 
 
-def _clip_lo(g, ans, a, *rest, **kwargs):
-    return g * _clip_masks(ans, a, rest, kwargs)[1]
+def _clip_lo(g, ans, a, lo, hi, **kwargs):
+    return g * _clip_masks(ans, a, lo, hi)[1]
 
 
-def _clip_hi(g, ans, a, *rest, **kwargs):
-    return g * _clip_masks(ans, a, rest, kwargs)[2]
+def _clip_hi(g, ans, a, lo, hi, **kwargs):
+    return g * _clip_masks(ans, a, lo, hi)[2]
 
 
-def _clip_jvp(tangents, ans, a, *rest, **kwargs):
+def _clip_jvp(tangents, ans, a, lo, hi, **kwargs):
     out = None
-    for mask, t in zip(_clip_masks(ans, a, rest, kwargs), tangents):
+    for mask, t in zip(_clip_masks(ans, a, lo, hi), tangents):
         if t is not None:
             out = mask * t if out is None else out + mask * t
     return out
 
 
-defvjp(np.clip, _clip_a, _clip_lo, _clip_hi, kernel='clip', jvp=_clip_jvp)
+_clip_prim = Primitive(_clip_fwd, (_clip_a, _clip_lo, _clip_hi), name='np.clip', kernel='clip',
+                       jvp=_clip_jvp, elementwise=True)
+
+
+def _clip(a, *rest, **kwargs):
+    # One primitive of (a, lo, hi) however the user spelled the bounds (positionally,
+    # a_min=/a_max=, or NumPy 2's min=/max=), so each bound has its position.
+    lo, hi = _clip_bounds(rest, kwargs)
+    for k in ('a_min', 'a_max', 'min', 'max'):
+        kwargs.pop(k, None)
+    out = kwargs.pop('out', None)
+    if out is not None:
+        raise TypeError('np.clip(..., out=...) cannot write a tracked result into an array; '
+                        'use y = np.clip(...) instead')
+    return apply(_clip_prim, (a, lo, hi), kwargs)
+
+
+defcomposite(np.clip, _clip)
 
 # np.where(cond, x, y): the condition carries no gradient.  One-argument np.where
 # (indices) returns plain arrays: a tracked condition is position 0, which has no

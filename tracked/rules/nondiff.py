@@ -16,7 +16,7 @@ for _f, _kernel in ((np.less, '({0} < {1})'), (np.less_equal, '({0} <= {1})'),
                     (np.greater, '({0} > {1})'), (np.greater_equal, '({0} >= {1})'),
                     (np.equal, '({0} == {1})'), (np.not_equal, '({0} != {1})'),
                     (np.logical_and, '({0} and {1})'), (np.logical_or, '({0} or {1})'),
-                    (np.logical_not, '(not {0})'), (np.logical_xor, '({0} != {1})'),
+                    (np.logical_not, '(not {0})'), (np.logical_xor, '(bool({0}) != bool({1}))'),
                     (np.bitwise_and, '({0} & {1})'), (np.bitwise_or, '({0} | {1})'),
                     (np.bitwise_xor, '({0} ^ {1})')):
     nondifferentiable(_f, kernel=_kernel)
