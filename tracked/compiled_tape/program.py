@@ -2,7 +2,7 @@
 import numpy as np
 
 from .guards import Guard, guard_error
-from .record import Instr, Ref
+from .record import Instr, Ref, instr_text
 
 __all__ = ['Program']
 
@@ -73,12 +73,6 @@ class Program:
                     raise guard_error(g, v, self.instrs[i].name)
         return [env[o.i] if type(o) is Ref else o for o in self.outputs]
 
-    def check_guards(self, env):
-        """Check every guard against instruction values ``env`` (a sequence)."""
-        for g in self.guards:
-            if not g.holds(env[g.i]):
-                raise guard_error(g, env[g.i], self.instrs[g.i].name)
-
     # -- printing -------------------------------------------------------------------
     def lines(self):
         out = []
@@ -88,18 +82,6 @@ class Program:
                             for g in self.guards_at.get(ins.i, ()))
             out.append(f'{text:<60} : {ins.shape} {ins.dtype}{extra}')
         return out
-
-
-def instr_text(ins):
-    """``%i = name(args, kwargs)``; keywords starting with ``_`` (a rule's per-call
-    state) are internal and not shown."""
-    if ins.kind == 'input':
-        return f'%{ins.i} = input[{ins.pos}]'
-    args = ', '.join(_fmt(a) for a in ins.args)
-    kw = ''.join(f', {k}={_fmt(v)}' for k, v in ins.kwargs.items() if not k.startswith('_'))
-    if not args:
-        kw = kw[2:]
-    return f'%{ins.i} = {ins.name}({args}{kw})'
 
 
 def _arg_builder(args):
@@ -174,23 +156,3 @@ def _cse_key(fn, args, kwargs):
     except TypeError:
         return None
     return (fn, a, k)
-
-
-def _fmt(a):
-    if type(a) is Ref:
-        return repr(a)
-    if type(a) in (tuple, list):
-        inner = ', '.join(_fmt(b) for b in a)
-        return f'({inner})' if type(a) is tuple else f'[{inner}]'
-    if isinstance(a, np.ndarray):
-        if a.size <= 4:
-            return np.array2string(a, separator=',').replace('\n', '')
-        return f'<const {a.dtype}{list(a.shape)}>'
-    if isinstance(a, np.generic):
-        return repr(a.item())
-    if isinstance(a, slice):
-        return (f'{"" if a.start is None else _fmt(a.start)}:{"" if a.stop is None else _fmt(a.stop)}'
-                + (f':{_fmt(a.step)}' if a.step is not None else ''))
-    if callable(a) and hasattr(a, '__name__'):
-        return a.__name__
-    return repr(a)

@@ -20,13 +20,12 @@ call the user's function and its fresh pullback again on every replay.
 """
 import numpy as np
 
-from ..registry import Primitive
+from ..registry import NONDIFF, Primitive, _name
 from ..tape import new_node
 from ..values import Tracked, box, plain
 from .guards import Guard, concrete_value, user_frame
 
-__all__ = ['Ref', 'Instr', 'Recorder']
-
+__all__ = ['Ref', 'Instr', 'Recorder', 'instr_text']
 
 
 class OuterTrackedError(TypeError):
@@ -61,7 +60,6 @@ class Instr:
         self.pos = pos            # inputs: the position among the flattened argument leaves
 
     def __repr__(self):
-        from .program import instr_text
         return f'<{instr_text(self)}>'
 
     @property
@@ -83,14 +81,51 @@ class Instr:
         return out
 
 
+def instr_text(ins):
+    """``%i = name(args, kwargs)``; keywords starting with ``_`` (a rule's per-call
+    state) are internal and not shown."""
+    if ins.kind == 'input':
+        return f'%{ins.i} = input[{ins.pos}]'
+    args = ', '.join(fmt_arg(a) for a in ins.args)
+    kw = ''.join(f', {k}={fmt_arg(v)}' for k, v in ins.kwargs.items() if not k.startswith('_'))
+    if not args:
+        kw = kw[2:]
+    return f'%{ins.i} = {ins.name}({args}{kw})'
+
+
+def fmt_arg(a):
+    """An instruction argument as ``instr_text`` shows it: ``%3``, ``1:4``, a small array."""
+    if type(a) is Ref:
+        return repr(a)
+    if type(a) in (tuple, list):
+        inner = ', '.join(fmt_arg(b) for b in a)
+        return f'({inner})' if type(a) is tuple else f'[{inner}]'
+    if isinstance(a, np.ndarray):
+        if a.size <= 4:
+            return np.array2string(a, separator=',').replace('\n', '')
+        return f'<const {a.dtype}{list(a.shape)}>'
+    if isinstance(a, np.generic):
+        return repr(a.item())
+    if isinstance(a, slice):
+        return (f'{"" if a.start is None else fmt_arg(a.start)}:{"" if a.stop is None else fmt_arg(a.stop)}'
+                + (f':{fmt_arg(a.step)}' if a.step is not None else ''))
+    if callable(a) and hasattr(a, '__name__'):
+        return a.__name__
+    return repr(a)
+
+
 _NONDIFF_PRIMS = {}
 
 
 def _nondiff_prim(fun):
+    """The primitive recorded for non-differentiable ``fun``: no pullbacks, and the
+    scalar template ``NONDIFF`` holds for it as its kernel (comparisons fuse)."""
     prim = _NONDIFF_PRIMS.get(fun)
     if prim is None:
-        from ..registry import _name
-        prim = _NONDIFF_PRIMS[fun] = Primitive(fun, (), name=_name(fun) if callable(fun) else str(fun))
+        kernel = NONDIFF.get(fun)
+        prim = _NONDIFF_PRIMS[fun] = Primitive(
+            fun, (), name=_name(fun) if callable(fun) else str(fun),
+            kernel=kernel if isinstance(kernel, str) else None)
     return prim
 
 
