@@ -1,4 +1,4 @@
-"""Code generation: a program becomes steps of small numba kernels run by a tiny VM.
+"""Kernels: a program runs as steps of small numba kernels, dispatched by a tiny VM.
 
 Why not one function per tape: numba's compile time grows much faster than the
 size of one function (a 200-statement loop compiles in ~1 s, 200 loops in one
@@ -6,29 +6,27 @@ function in ~14 s), and a driver with one call site per step was measured at
 ~0.1 s per call site.  Instead every step is a call of a *kernel* generated from
 an operation signature (the fused operation sequence, operand layout kinds and
 dtypes, never sizes, offsets or float constants: those are read at run time from
-an integer table ``T`` and a constant table ``C``), and a generated VM loops over
-the steps, dispatching on the kernel number.  A W1-like tape of 1 600 operations
-needs a handful of distinct kernels; compile time grows with the number of
-distinct kernels, i.e. at most linearly with the tape.
+an integer table ``T`` and a constant table ``C``), and a generated VM (vm.py)
+loops over the steps, dispatching on the kernel number.  A W1-like tape of 1 600
+operations needs a handful of distinct kernels; compile time grows with the
+number of distinct kernels, i.e. at most linearly with the tape.
 
-Kernel kinds:
-- ``ew``: a run of elementwise instructions of one shape fused into one loop over
-  elements with scalar temporaries (flat when every operand is contiguous or a
-  broadcast scalar, else nested loops with strides); only values needed elsewhere
-  are stored; a full ``np.sum``/``np.mean`` of a fused value is accumulated in
-  the same loop (the one reassociable operation of the loop, so that it can
-  vectorise); the adjoint of a stencil (scatter-adds of ``x[1:]``, ``x[:-1]``
-  into one zeroed buffer) is accumulated in the same loop, carried in registers.
+Kernel kinds (``Step.kind``):
+- ``ew``: a fused elementwise loop (loops.py): a run of elementwise instructions
+  of one shape with scalar temporaries; only values needed elsewhere are stored;
+  a full ``np.sum``/``np.mean`` of a fused value is accumulated in the same loop,
+  and so is the adjoint of a stencil (scatter-adds of ``x[1:]``, ``x[:-1]``).
 - ``reduce``: sum/mean/max/min over axes of any strided value.
 - ``matmul``: loops for small products, BLAS (``np.dot`` into the output) for
   large 2-d ones.
-- ``fill``, ``guard``; and ``fallback``: an instruction the generator cannot
-  compile runs in NumPy between VM segments (the VM returns, Python runs it and
-  writes its value into its buffer, the VM resumes) -- per instruction, never for
-  the whole tape.
+- ``fill``, ``guard``; and ``fallback`` (no kernel): an instruction the generator
+  cannot compile runs in NumPy between VM segments (the VM returns, Python runs it
+  and writes its value into its buffer, the VM resumes) -- per instruction, never
+  for the whole tape.
 
-The generator reads the recorded instructions, which are the registry's forward
-functions: the derivative rules exist once, in the registry.
+This module holds ``Kernel`` and ``Step``, the constant table, and the kernels of
+a fixed form.  A kernel's parameters are its arrays ``a0, a1, ...`` (flat, one per
+operand), ``T``, ``p`` (where its integer parameters start in ``T``) and ``C``.
 """
 import hashlib
 
@@ -44,7 +42,10 @@ BLAS_MIN_FLOPS = 32 ** 3
 
 
 class Kernel:
-    """A generated numba function: ``name``, ``source``, and its array parameters' dtype codes."""
+    """A generated numba function: ``source`` defines ``name`` (from the hash of the
+    source, so equal kernels are shared and cached once), ``arrays`` are its array
+    parameters' dtype codes; ``returns``: it returns whether a guard holds;
+    ``reassoc``: float accumulations may be reordered (compiled with fastmath)."""
 
     __slots__ = ('name', 'source', 'arrays', 'returns', 'reassoc')
 
@@ -61,7 +62,11 @@ class Kernel:
 
 
 class Step:
-    """One VM step: a kernel (or None for a fallback) with its array slots and parameters."""
+    """One VM step: ``kernel`` (None: run in Python) called on the arrays at ``slots``
+    (one per array parameter, in its dtype's tuple) with ``params`` after them in
+    ``T``.  ``kind`` is 'ew', 'reduce', 'matmul', 'fill', 'guard', 'fallback' or
+    'pyguard'; ``instrs`` the instructions it computes; ``guard`` the index of the
+    program guard it checks (-1: none)."""
 
     __slots__ = ('kind', 'kernel', 'slots', 'params', 'instrs', 'guard')
 
@@ -96,6 +101,10 @@ class Constants:
 # --------------------------------------------------------------------------
 
 def reduce_kernel(op, ndim, dtype_in, dtype_out):
+    """``op`` ('sum', 'mean', 'max', 'min') of an ``ndim``-d strided array into a
+    contiguous one.  ``T``: the input's sizes, offset and strides, the output's offset
+    and strides per input axis (0 on reduced axes), the output size, the count.
+    Max and min propagate NaN, as NumPy does."""
     arrays = [dtype_code(dtype_in), dtype_code(dtype_out)]
     L = []
     for d in range(ndim):
@@ -135,7 +144,10 @@ def reduce_kernel(op, ndim, dtype_in, dtype_out):
 
 
 def matmul_kernel(variant):
-    """variant: 'loop', 'mv' (n == 1), or 'blas' + transposition flags 'NN', 'TN', ..."""
+    """``A @ B`` into a contiguous ``m x n`` output.  ``T``: m, k, n, then offset and
+    two strides of A, of B, and the output's offset.  ``variant`` (see
+    patterns.try_matmul): 'mvc', 'mv' (n == 1), 'dotc', 'loopc', 'loop', or 'blas'
+    with transposition flags ('blasNN', 'blasTN', ...) for ``np.dot``."""
     arrays = ['F', 'F', 'F']
     L = ['m = T[p]', 'k = T[p + 1]', 'n = T[p + 2]',
          'fa = T[p + 3]', 'sa0 = T[p + 4]', 'sa1 = T[p + 5]',
@@ -192,12 +204,15 @@ def matmul_kernel(variant):
 
 
 def fill_kernel(code):
+    """Fill a contiguous region with a constant.  ``T``: its index in C, offset, size."""
     return Kernel(['v = C[T[p]]', 'fo = T[p + 1]', 'm = T[p + 2]',
                    'for j in range(m):', '    a0[U(fo + j)] = v'], [code])
 
 
 def guard_kernel(kind, code):
-    """Returns True when the guard holds."""
+    """A guard check returning whether it holds: 'mask-count' (number of True entries
+    of a contiguous bool region), 'bool' (truth of a scalar), 'eq' (a scalar equals its
+    recorded value, NaN equal to NaN).  ``T``: size or 0, offset, count or index in C."""
     if kind == 'mask-count':
         L = ['n = T[p]', 'fo = T[p + 1]', 'c = 0',
              'for j in range(n):', '    if a0[U(fo + j)]:', '        c += 1',

@@ -68,7 +68,8 @@ def astype_template(dtype):
 
 def scalar_form(ins):
     """``(template, args)``: instruction ``ins`` as a scalar expression whose
-    placeholders take ``args`` (its ``Ref`` and constant arguments) in order."""
+    placeholders ``{0}, {1}, ...`` take ``args`` (its ``Ref`` and constant arguments)
+    in order.  A cheap power form leaves its constant exponent unused."""
     kernel = ins.prim.kernel
     if kernel == 'power':
         e = ins.args[1]
@@ -167,7 +168,7 @@ class FusionGroup:
         # order names the tokens and orders T, so a tape's kernels keep their names
         # (and their compiled code on disk) across versions.
         forms = [scalar_form(ins) for ins in chunk]
-        refs = []
+        tokens = []               # per instruction, per argument: ('x', k), ('t', j), None
         for ins, (_, args) in zip(chunk, forms):
             toks = []
             for a in args:
@@ -178,9 +179,9 @@ class FusionGroup:
                     toks.append(operand(('a', len(keys)), mem.const(a)))   # not shared
                 else:
                     toks.append(None)
-            refs.append(toks)
+            tokens.append(toks)
             op_of[ins.i] = len(op_of)
-        for (template, args), toks in zip(forms, refs):
+        for (template, args), toks in zip(forms, tokens):
             for n, a in enumerate(args):
                 if toks[n] is None:
                     v = np.asarray(a)

@@ -59,13 +59,19 @@ class Plan(NamedTuple):
 
 
 def _non_array(value):
+    """The fallback reason for an instruction whose value is not an array."""
     if isinstance(value, (tuple, list)):
         return f'{type(value).__name__}-valued result'
     return f'{type(value).__name__} result: not an array'
 
 
 class Planner:
-    """The walk of one program (see the module docstring); ``run`` gives its Plan."""
+    """The walk of one program (see the module docstring); ``run`` gives its Plan.
+
+    Patterns and scatter chains work through it: ``instrs``, ``mem`` (the storages),
+    ``constants``, ``steps``, the open ``group``, ``close`` and ``close_if_computing``;
+    chains also read ``users`` and ``external``.
+    """
 
     def __init__(self, program, leaf_specs, out_specs, placements):
         self.program = program
@@ -128,7 +134,7 @@ class Planner:
             if type(result) is list:
                 self.steps.extend(result)
                 if self.group is None or ins.i not in self.group.members:
-                    self.emit_guards(ins.i)  # (a group member's come when it closes)
+                    self.emit_guards(ins.i)  # an open group's members: when it closes
                 return
             reason = result
         self.close()
