@@ -5,7 +5,7 @@ import numpy as np
 from tracked.compiled_tape import cache
 from tracked.compiled_tape.buffers import Storage
 from tracked.compiled_tape.codegen import Constants
-from tracked.compiled_tape.loops import Loop, copy_loop, loop_kernel
+from tracked.compiled_tape.loops import Loop, loop_kernel, map_loop
 
 
 def _run(loop, arrays):
@@ -38,8 +38,8 @@ def test_a_strided_copy_is_a_loop_nest():
     src = np.arange(12.0)
     dst = np.zeros(6)
     # the transpose of a 3 x 2 block of a 3 x 4 array, into a contiguous 2 x 3
-    loop = copy_loop('{0}', Storage('mem', np.float64, 1, 1, (2, 3), (1, 4)),
-                     Storage('mem', np.float64, 2, 0, (2, 3)))
+    loop = map_loop('{0}', [Storage('mem', np.float64, 1, 1, (2, 3), (1, 4))],
+                    Storage('mem', np.float64, 2, 0, (2, 3)))
     kernel, slots = _run(loop, [src, dst])
     assert slots == [1, 2] and 'for i1 in range(n1):' in kernel.source
     np.testing.assert_array_equal(dst.reshape(2, 3), src.reshape(3, 4)[:, 1:3].T)

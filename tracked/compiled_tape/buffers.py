@@ -21,6 +21,10 @@ from .record import Ref
 __all__ = ['Storage', 'KERNEL_DTYPES', 'dtype_code', 'probe_view', 'c_strides', 'Memory',
            'Layout']
 
+# --------------------------------------------------------------------------
+# Storages and views
+# --------------------------------------------------------------------------
+
 KERNEL_DTYPES = {np.dtype(np.float64): 'F', np.dtype(np.int64): 'I', np.dtype(np.bool_): 'B'}
 
 
@@ -144,6 +148,10 @@ def probe_view(fn, args, kwargs, parent, out_shape):
         return None
     return parent.view(int(first), out_shape, strides)
 
+
+# --------------------------------------------------------------------------
+# Handing out storages
+# --------------------------------------------------------------------------
 
 def _uniform(a):
     """Whether ``a`` is one value: 0-d, or a float array of one value that is not NaN."""

@@ -12,7 +12,7 @@ import numpy as np
 from .buffers import dtype_code, probe_view
 from .codegen import Step, fill_kernel
 from .fusion import ADD
-from .loops import copy_loop, loop_kernel
+from .loops import loop_kernel, map_loop
 from .record import Ref
 
 __all__ = ['ScatterChains', 'scatter_parts', 'basic_index']
@@ -136,7 +136,7 @@ class ScatterChains:
             self.fill(cid)
             if region.size:
                 src = P.mem.storages[g.i] if type(g) is Ref else P.mem.const(g)
-                kernel, slots, params = loop_kernel(copy_loop(ADD, [region, src], region),
+                kernel, slots, params = loop_kernel(map_loop(ADD, [region, src], region),
                                                     P.constants)
                 P.steps.append(Step('ew', kernel, slots, params, []))
         if ins.i == self.end[cid]:

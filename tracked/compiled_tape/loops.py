@@ -18,7 +18,7 @@ import numpy as np
 from .buffers import dtype_code
 from .codegen import Kernel
 
-__all__ = ['Loop', 'loop_kernel', 'copy_loop', 'carry_clusters', 'MAX_CARRY']
+__all__ = ['Loop', 'loop_kernel', 'map_loop', 'carry_clusters', 'MAX_CARRY']
 
 MAX_CARRY = 8            # widest stencil (elements) whose adjoint is carried in registers
 
@@ -44,12 +44,16 @@ class Loop:
         self.sums = list(sums)
 
 
-def copy_loop(template, src, dst):
-    """The loop ``dst = template(src)`` over ``dst``'s shape (a copy, a cast, ``+=``...)."""
-    operands = src if isinstance(src, list) else [src]
+def map_loop(template, operands, dst):
+    """The loop ``dst = template(*operands)`` over ``dst``'s shape: a copy, a cast, an
+    accumulation ``dst = dst + g``."""
     return Loop(dst.shape, operands, [(template, [('x', k) for k in range(len(operands))])],
                 [(0, dst)])
 
+
+# --------------------------------------------------------------------------
+# The kernel
+# --------------------------------------------------------------------------
 
 def _idx(name, ndim, strided):
     """Index expression into array parameter ``name`` inside the loop nest."""
@@ -130,7 +134,21 @@ def loop_kernel(loop, constants):
             lines_loop.append(f'r{k} += t{j}')
         accs.append((k, op))
 
-    # parameters: sizes, then offsets/strides per array operand
+    head = _header(shape, strided, operands, accs, params)
+    for k, op in accs:
+        lines_post.append(f'a{k}[U(o{k})] = r{k} / cnt{k}' if op == 'mean' else
+                          f'a{k}[U(o{k})] = r{k}')
+    lines = head + lines_pre + pre_loads + _nest(loop_loads + lines_loop, ndim, strided)
+    lines += lines_post
+    # Elementwise arithmetic is not reassociated (values match the eager tape exactly);
+    # float sums are, through RADD, so that loops with a sum can vectorise.
+    return Kernel(lines, arrays, helpers=_RADD if radd else ''), slots, params
+
+
+def _header(shape, strided, operands, accs, params):
+    """Lines reading the loop's integer parameters from ``T`` (appended to ``params``):
+    the size(s), each array's offset (and strides in a loop nest), each mean's count."""
+    ndim = len(shape)
     head = []
     if strided:
         for d in range(ndim):
@@ -152,24 +170,18 @@ def loop_kernel(loop, constants):
         if op == 'mean':
             head.append(f'cnt{k} = T[p + {len(params)}]')
             params.append(max(int(np.prod(shape, dtype=np.int64)), 1))
-            lines_post.append(f'a{k}[U(o{k})] = r{k} / cnt{k}')
-        else:
-            lines_post.append(f'a{k}[U(o{k})] = r{k}')
-    lines = head + lines_pre + pre_loads
-    inner = loop_loads + lines_loop
+    return head
+
+
+def _nest(inner, ndim, strided):
+    """``inner`` (the loop body) inside the loop form: none for 0-d, a flat loop, or a
+    nest of ``ndim`` loops."""
     if ndim == 0:
-        lines += [ln.replace(' + i)]', ')]') for ln in inner]
-    elif strided:
-        for d in range(ndim):
-            lines.append('    ' * d + f'for i{d} in range(n{d}):')
-        lines += ['    ' * ndim + ln for ln in inner]
-    else:
-        lines.append('for i in range(n):')
-        lines += ['    ' + ln for ln in inner]
-    lines += lines_post
-    # Elementwise arithmetic is not reassociated (values match the eager tape exactly);
-    # float sums are, through RADD, so that loops with a sum can vectorise.
-    return Kernel(lines, arrays, helpers=_RADD if radd else ''), slots, params
+        return [ln.replace(' + i)]', ')]') for ln in inner]
+    if strided:
+        return ['    ' * d + f'for i{d} in range(n{d}):' for d in range(ndim)] + \
+            ['    ' * ndim + ln for ln in inner]
+    return ['for i in range(n):'] + ['    ' + ln for ln in inner]
 
 
 # A float add that may be reassociated: the accumulation of a fused sum, so that LLVM
@@ -182,6 +194,10 @@ def RADD(a, b):
     return a + b
 """
 
+
+# --------------------------------------------------------------------------
+# Accumulation into regions (scatter chains)
+# --------------------------------------------------------------------------
 
 def _accumulate(loop, shape, strided, operands, array, lines_pre, lines_loop, lines_post):
     """The code adding ``loop.scatters`` into their regions."""

@@ -25,6 +25,10 @@ from .record import Ref
 __all__ = ['is_viewish', 'try_view', 'try_reduce', 'try_matmul', 'try_scatter', 'PATTERNS']
 
 
+# --------------------------------------------------------------------------
+# Views
+# --------------------------------------------------------------------------
+
 def _has_ref(a):
     return type(a) is Ref or (type(a) in (tuple, list) and any(type(b) is Ref for b in a))
 
@@ -66,6 +70,10 @@ def try_view(P, ins):
     P.mem.storages[ins.i] = s
     return []
 
+
+# --------------------------------------------------------------------------
+# Reductions and products
+# --------------------------------------------------------------------------
 
 def reduce_axes(ins):
     """``(axis, keepdims)`` of a reduction instruction; None when it has other options.

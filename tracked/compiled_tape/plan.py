@@ -23,7 +23,7 @@ from .buffers import Layout, Memory, Storage, dtype_code
 from .chains import ScatterChains
 from .codegen import Constants, Step, guard_kernel
 from .fusion import COPY, FusionGroup, astype_template, fusion_obstacle, is_fusible
-from .loops import copy_loop, loop_kernel
+from .loops import loop_kernel, map_loop
 from .patterns import PATTERNS, is_viewish, try_view
 from .record import Ref, instr_text
 
@@ -255,6 +255,6 @@ class Planner:
                 continue
             dst = Storage('mem', dtype, slot, off, self.instrs[o.i].shape)
             template = COPY if s.dtype == dtype else astype_template(dtype)
-            kernel, slots, params = loop_kernel(copy_loop(template, s, dst), self.constants)
+            kernel, slots, params = loop_kernel(map_loop(template, [s], dst), self.constants)
             self.steps.append(Step('ew', kernel, slots, params, []))
         return copies

@@ -31,6 +31,11 @@ __all__ = ['Ref', 'Instr', 'Recorder', 'instr_text']
 class OuterTrackedError(TypeError):
     """A recorded function reached a value tracked by an enclosing differentiation."""
 
+
+# --------------------------------------------------------------------------
+# Instructions
+# --------------------------------------------------------------------------
+
 class Ref:
     """An argument that is the result of instruction ``i``."""
 
@@ -44,7 +49,11 @@ class Ref:
 
 
 class Instr:
-    """One recorded operation: ``value = fn(*args, **kwargs)`` with ``Ref`` arguments."""
+    """One recorded operation: ``value = fn(*args, **kwargs)`` with ``Ref`` arguments.
+
+    ``prim`` is the registry's ``Primitive`` (None for inputs); the compiler reads
+    its ``kernel`` field; ``name`` is for printing only.
+    """
 
     __slots__ = ('i', 'kind', 'fn', 'prim', 'name', 'args', 'kwargs', 'value', 'pos')
 
@@ -113,6 +122,10 @@ def fmt_arg(a):
         return a.__name__
     return repr(a)
 
+
+# --------------------------------------------------------------------------
+# The recorder
+# --------------------------------------------------------------------------
 
 _NONDIFF_PRIMS = {}
 
