@@ -3,8 +3,8 @@
 Each ``try_*(planner, ins)`` returns the instruction's steps (a list, empty when
 it needs none) or, when the pattern does not apply, a string saying why: the
 reason ``tape.fallbacks`` gives when nothing else takes the instruction.  A
-pattern may close the planner's open fusion group first (its operand must then be
-in memory); it never leaves other traces when it declines.
+pattern may close the planner's open fusion group first, so that its operands are
+in memory, whether or not it then applies.
 
 - ``try_view``: views (and copies a view could replace) get a storage, no step.
 - ``try_reduce``: sum/mean/max/min over axes; a full sum or mean of a value the
@@ -58,7 +58,7 @@ def try_view(P, ins):
         return f'operand %{p} is not in memory'
     kernel = ins.prim.kernel
     if kernel == 'copy':
-        return 'a copy'                      # a loop computes it (fusion.py)
+        return 'a copy'       # a loop computes it (fusion.py), after the group just closed
     if kernel == 'astype':
         P.mem.storages[ins.i] = parent       # a cast to its own dtype
         return []

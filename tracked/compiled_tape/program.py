@@ -50,6 +50,8 @@ class Program:
 
     # -- NumPy replay -------------------------------------------------------------
     def _compile_steps(self):
+        """Per instruction, what ``run`` needs: index, input?, leaf, function, argument
+        builder, keywords, guards."""
         steps = []
         for ins in self.instrs:
             steps.append((ins.i, ins.kind == 'input', ins.pos, ins.fn, _arg_builder(ins.args),
@@ -75,6 +77,7 @@ class Program:
 
     # -- printing -------------------------------------------------------------------
     def lines(self):
+        """One printed line per instruction: text, shape, dtype, guards."""
         out = []
         for ins in self.instrs:
             text = instr_text(ins)
@@ -112,6 +115,7 @@ def _arg_builder(args):
 
 
 def _remap(a, new):
+    """Argument ``a`` with its ``Ref`` indices mapped through ``new``."""
     if type(a) is Ref:
         return Ref(new[a.i])
     if type(a) in (tuple, list):
@@ -120,6 +124,10 @@ def _remap(a, new):
 
 
 def _freeze(v):
+    """A hashable stand-in for an argument, equal for equal arguments; None if unknown.
+
+    Small arrays are compared by content, large ones by identity.
+    """
     t = type(v)
     if t is Ref:
         return ('%', v.i)
@@ -147,6 +155,7 @@ def _freeze(v):
 
 
 def _cse_key(fn, args, kwargs):
+    """The key under which identical instructions merge; None: never merged."""
     a = _freeze(tuple(args))
     k = _freeze(kwargs) if kwargs else ()
     if a is None or k is None:

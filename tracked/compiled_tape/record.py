@@ -154,6 +154,7 @@ class Recorder:
 
     # -- creating instructions ------------------------------------------------
     def _add(self, kind, fn, prim, name, args, kwargs, value, node, pos=None):
+        """Append an ``Instr``; map ``node`` (and an array value's id) to its index."""
         i = len(self.instrs)
         self.instrs.append(Instr(i, kind, fn, prim, name, args, kwargs, value, pos))
         self.by_node[node] = i
