@@ -98,3 +98,15 @@ def test_an_affine_gather_is_a_view():
     tape, ctape = _compiled(lambda x: np.sum(x[[1, 2, 3]] * x[:3]), np.arange(5.0))
     assert 'operator.getitem' not in [fb.instr.name for fb in ctape.fallbacks]
     _same(tape, ctape, np.arange(5.0) ** 2)
+
+
+def test_complex_values_run_in_numpy():
+    def f(x):
+        return np.sum(np.abs(np.exp(1j * x)) * x)
+    try:
+        tape = tr.GradientTape(f, np.ones(3))
+    except TypeError:
+        pytest.skip('complex values are not supported by this version of the core')
+    ctape = tr.compile(tape)
+    assert 'complex128: no kernel dtype' in [fb.reason for fb in ctape.fallbacks]
+    _same(tape, ctape, np.array([0.3, 0.5, 0.9]))

@@ -56,6 +56,8 @@ def try_view(P, ins):
     parent = P.mem.storages[p]
     if parent is None:
         return f'operand %{p} is not in memory'
+    if parent.dtype != ins.dtype:            # np.real of complex: strides of another dtype
+        return f'a {ins.dtype} view of {parent.dtype} memory'
     kernel = ins.prim.kernel
     if kernel == 'copy':
         return 'a copy'       # a loop computes it (fusion.py), after the group just closed
