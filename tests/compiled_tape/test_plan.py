@@ -110,3 +110,16 @@ def test_complex_values_run_in_numpy():
     ctape = tr.compile(tape)
     assert 'complex128: no kernel dtype' in [fb.reason for fb in ctape.fallbacks]
     _same(tape, ctape, np.array([0.3, 0.5, 0.9]))
+
+
+def test_logical_functions_give_bools_inside_loops():
+    # Python's ``and`` gives an operand: x * (x > 0 and x) was x * x in the loop
+    def f(x):
+        return np.sum(x * np.logical_and(x > 0, x) + np.logical_or(x - 2.0, x < -5) * 3.0)
+    x = np.array([0.5, -1.0, 2.0])
+    tape, ctape = _compiled(f, x)
+    assert ctape.fallbacks == []
+    val, (g,) = ctape.withgradient(x)
+    assert val == 0.5 + 2.0 + 3.0 * 2
+    np.testing.assert_array_equal(g, [1.0, 0.0, 1.0])
+    _same(tape, ctape, x * 1.5)

@@ -87,7 +87,14 @@ def scalar_form(ins):
                 template = f'{fn}({template}, {{{len(args)}}})'
                 args.append(bound)
         return template, args
+    if _OPERAND_VALUED.search(kernel):
+        return f'bool({kernel})', ins.args
     return kernel, ins.args
+
+
+# Python's ``and``/``or`` give one of their operands (``2.0 and 3.0`` is 3.0), where
+# NumPy's logical functions give a bool: such a template's value is cast.
+_OPERAND_VALUED = re.compile(r'\b(and|or)\b')
 
 
 def _cheap_power(e):
