@@ -211,6 +211,7 @@ def _compiled(report, name, tape, args):
 _COMPILE_SCRIPT = r'''
 import sys, time
 sys.path.insert(0, {bench!r})
+sys.path.insert(0, {root!r})
 import numpy as np
 import numba  # noqa: F401  (import time is not compile time)
 import tracked as tr
@@ -226,7 +227,8 @@ def compile_times():
     """(first compile of W1 with an empty disk cache, the same in a new process)."""
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, TRACKED_CACHE_DIR=d)
-        code = _COMPILE_SCRIPT.format(bench=os.path.dirname(os.path.abspath(__file__)))
+        bench = os.path.dirname(os.path.abspath(__file__))
+        code = _COMPILE_SCRIPT.format(bench=bench, root=os.path.dirname(bench))
         out = []
         for _ in range(2):
             r = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True,

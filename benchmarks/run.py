@@ -15,6 +15,8 @@ for _var in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS', 'NUMB
 os.environ.setdefault('XLA_FLAGS', '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1')
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# this checkout's tracked, not an installed one (an editable install points elsewhere)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from common import fix_malloc  # noqa: E402
 

@@ -94,8 +94,10 @@ def test_out_writes_in_place_and_allocates_nothing(mlp):
 
 def test_compiled_guards_fallbacks_masks_and_indices(branch):
     tape, ctape = branch
-    names = [ins.name for ins in ctape.fallbacks]
-    assert 'np.argmax' in names                      # listed, compiled around
+    why = {f.instr.name: f.reason for f in ctape.fallbacks}
+    assert why['np.argmax'] == 'no kernel form for np.argmax'    # listed, compiled around
+    assert why['operator.getitem'] == 'its index or shape is a recorded value'   # x[argmax]
+    assert 'np.argmax(%0)   # no kernel form for np.argmax' in repr(ctape.fallbacks)
     for x in (np.array([0.1, 0.6, 0.4, 0.9]), np.array([0.8, 0.2, -0.3, 0.55])):
         val, (g, _) = ctape.withgradient(x, 2.0)
         ev, (eg, _) = tr.withgradient(branchy, x, 2.0)

@@ -9,7 +9,7 @@ import pytest
 
 import tracked as tr
 from tracked.compiled_tape.buffers import Storage
-from tracked.compiled_tape.codegen import _carry_clusters
+from tracked.compiled_tape.loops import carry_clusters
 
 
 def rosen(x):
@@ -81,12 +81,12 @@ def test_clusters_keep_regions_apart_from_other_operands_of_the_buffer():
     def reg(off):
         return (Storage('mem', np.float64, 2, off, (10,)), ['t0'])
     a, b, far = reg(0), reg(1), reg(40)
-    assert _carry_clusters([a, b, far], (10,), False, []) == [[a, b], [far]]
+    assert carry_clusters([a, b, far], (10,), False, []) == [[a, b], [far]]
     # the buffer is also read in the loop where a and b are updated: plain updates
-    read = [(0, Storage('mem', np.float64, 2, 5, (10,)), False)]
-    assert _carry_clusters([a, b], (10,), False, read) == [[a], [b]]
-    other_slot = [(0, Storage('mem', np.float64, 1, 5, (10,)), False)]
-    assert _carry_clusters([a, b], (10,), False, other_slot) == [[a, b]]
-    assert _carry_clusters([a, b], (10,), True, []) == [[a], [b]]        # strided loop
+    read = [(0, Storage('mem', np.float64, 2, 5, (10,)))]
+    assert carry_clusters([a, b], (10,), False, read) == [[a], [b]]
+    other_slot = [(0, Storage('mem', np.float64, 1, 5, (10,)))]
+    assert carry_clusters([a, b], (10,), False, other_slot) == [[a, b]]
+    assert carry_clusters([a, b], (10,), True, []) == [[a], [b]]        # strided loop
     ints = [(Storage('mem', np.int64, 2, off, (10,)), ['t0']) for off in (0, 1)]
-    assert _carry_clusters(ints, (10,), False, []) == [[r] for r in ints]
+    assert carry_clusters(ints, (10,), False, []) == [[r] for r in ints]

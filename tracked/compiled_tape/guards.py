@@ -41,6 +41,7 @@ class Guard:
         return _equal(new, rec)
 
     def describe(self, value=None):
+        """What was decided, where, and (given the new ``value``) recorded against now."""
         what = {'bool': 'truth value (bool(...), if/while on a tracked value)',
                 'float': 'float(...) of a tracked value', 'int': 'int(...) of a tracked value',
                 'index': 'a tracked value used as an integer index or size',
@@ -61,6 +62,7 @@ class Guard:
 
 
 def concrete_value(kind, value):
+    """``value`` as Python read it for a guard of ``kind`` ('float', 'int', 'item'...)."""
     if kind == 'float':
         return float(value)
     if kind in ('int', 'index'):
@@ -71,6 +73,7 @@ def concrete_value(kind, value):
 
 
 def _equal(a, b):
+    """Whether a new value equals a recorded one (arrays, nested sequences, NaN == NaN)."""
     try:
         if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
             return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))

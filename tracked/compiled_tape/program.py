@@ -2,7 +2,7 @@
 import numpy as np
 
 from .guards import Guard, guard_error
-from .record import Instr, Ref
+from .record import Instr, Ref, instr_text
 
 __all__ = ['Program']
 
@@ -50,6 +50,8 @@ class Program:
 
     # -- NumPy replay -------------------------------------------------------------
     def _compile_steps(self):
+        """Per instruction, what ``run`` needs: index, input?, leaf, function, argument
+        builder, keywords, guards."""
         steps = []
         for ins in self.instrs:
             steps.append((ins.i, ins.kind == 'input', ins.pos, ins.fn, _arg_builder(ins.args),
@@ -73,14 +75,9 @@ class Program:
                     raise guard_error(g, v, self.instrs[i].name)
         return [env[o.i] if type(o) is Ref else o for o in self.outputs]
 
-    def check_guards(self, env):
-        """Check every guard against instruction values ``env`` (a sequence)."""
-        for g in self.guards:
-            if not g.holds(env[g.i]):
-                raise guard_error(g, env[g.i], self.instrs[g.i].name)
-
     # -- printing -------------------------------------------------------------------
     def lines(self):
+        """One printed line per instruction: text, shape, dtype, guards."""
         out = []
         for ins in self.instrs:
             text = instr_text(ins)
@@ -88,18 +85,6 @@ class Program:
                             for g in self.guards_at.get(ins.i, ()))
             out.append(f'{text:<60} : {ins.shape} {ins.dtype}{extra}')
         return out
-
-
-def instr_text(ins):
-    """``%i = name(args, kwargs)``; keywords starting with ``_`` (a rule's per-call
-    state) are internal and not shown."""
-    if ins.kind == 'input':
-        return f'%{ins.i} = input[{ins.pos}]'
-    args = ', '.join(_fmt(a) for a in ins.args)
-    kw = ''.join(f', {k}={_fmt(v)}' for k, v in ins.kwargs.items() if not k.startswith('_'))
-    if not args:
-        kw = kw[2:]
-    return f'%{ins.i} = {ins.name}({args}{kw})'
 
 
 def _arg_builder(args):
@@ -130,6 +115,7 @@ def _arg_builder(args):
 
 
 def _remap(a, new):
+    """Argument ``a`` with its ``Ref`` indices mapped through ``new``."""
     if type(a) is Ref:
         return Ref(new[a.i])
     if type(a) in (tuple, list):
@@ -138,6 +124,10 @@ def _remap(a, new):
 
 
 def _freeze(v):
+    """A hashable stand-in for an argument, equal for equal arguments; None if unknown.
+
+    Small arrays are compared by content, large ones by identity.
+    """
     t = type(v)
     if t is Ref:
         return ('%', v.i)
@@ -165,6 +155,7 @@ def _freeze(v):
 
 
 def _cse_key(fn, args, kwargs):
+    """The key under which identical instructions merge; None: never merged."""
     a = _freeze(tuple(args))
     k = _freeze(kwargs) if kwargs else ()
     if a is None or k is None:
@@ -174,23 +165,3 @@ def _cse_key(fn, args, kwargs):
     except TypeError:
         return None
     return (fn, a, k)
-
-
-def _fmt(a):
-    if type(a) is Ref:
-        return repr(a)
-    if type(a) in (tuple, list):
-        inner = ', '.join(_fmt(b) for b in a)
-        return f'({inner})' if type(a) is tuple else f'[{inner}]'
-    if isinstance(a, np.ndarray):
-        if a.size <= 4:
-            return np.array2string(a, separator=',').replace('\n', '')
-        return f'<const {a.dtype}{list(a.shape)}>'
-    if isinstance(a, np.generic):
-        return repr(a.item())
-    if isinstance(a, slice):
-        return (f'{"" if a.start is None else _fmt(a.start)}:{"" if a.stop is None else _fmt(a.stop)}'
-                + (f':{_fmt(a.step)}' if a.step is not None else ''))
-    if callable(a) and hasattr(a, '__name__'):
-        return a.__name__
-    return repr(a)

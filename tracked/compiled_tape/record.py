@@ -20,17 +20,21 @@ call the user's function and its fresh pullback again on every replay.
 """
 import numpy as np
 
-from ..registry import Primitive
+from ..registry import NONDIFF, Primitive, _name
 from ..tape import new_node
 from ..values import SELECT, Tracked, box, box_outputs, plain, real_parents
 from .guards import Guard, concrete_value, user_frame
 
-__all__ = ['Ref', 'Instr', 'Recorder']
-
+__all__ = ['Ref', 'Instr', 'Recorder', 'instr_text']
 
 
 class OuterTrackedError(TypeError):
     """A recorded function reached a value tracked by an enclosing differentiation."""
+
+
+# --------------------------------------------------------------------------
+# Instructions
+# --------------------------------------------------------------------------
 
 class Ref:
     """An argument that is the result of instruction ``i``."""
@@ -45,7 +49,11 @@ class Ref:
 
 
 class Instr:
-    """One recorded operation: ``value = fn(*args, **kwargs)`` with ``Ref`` arguments."""
+    """One recorded operation: ``value = fn(*args, **kwargs)`` with ``Ref`` arguments.
+
+    ``prim`` is the registry's ``Primitive`` (None for inputs); the compiler reads
+    its ``kernel`` field; ``name`` is for printing only.
+    """
 
     __slots__ = ('i', 'kind', 'fn', 'prim', 'name', 'args', 'kwargs', 'value', 'pos')
 
@@ -61,7 +69,6 @@ class Instr:
         self.pos = pos            # inputs: the position among the flattened argument leaves
 
     def __repr__(self):
-        from .program import instr_text
         return f'<{instr_text(self)}>'
 
     @property
@@ -83,14 +90,55 @@ class Instr:
         return out
 
 
+def instr_text(ins):
+    """``%i = name(args, kwargs)``; keywords starting with ``_`` (a rule's per-call
+    state) are internal and not shown."""
+    if ins.kind == 'input':
+        return f'%{ins.i} = input[{ins.pos}]'
+    args = ', '.join(fmt_arg(a) for a in ins.args)
+    kw = ''.join(f', {k}={fmt_arg(v)}' for k, v in ins.kwargs.items() if not k.startswith('_'))
+    if not args:
+        kw = kw[2:]
+    return f'%{ins.i} = {ins.name}({args}{kw})'
+
+
+def fmt_arg(a):
+    """An instruction argument as ``instr_text`` shows it: ``%3``, ``1:4``, a small array."""
+    if type(a) is Ref:
+        return repr(a)
+    if type(a) in (tuple, list):
+        inner = ', '.join(fmt_arg(b) for b in a)
+        return f'({inner})' if type(a) is tuple else f'[{inner}]'
+    if isinstance(a, np.ndarray):
+        if a.size <= 4:
+            return np.array2string(a, separator=',').replace('\n', '')
+        return f'<const {a.dtype}{list(a.shape)}>'
+    if isinstance(a, np.generic):
+        return repr(a.item())
+    if isinstance(a, slice):
+        return (f'{"" if a.start is None else fmt_arg(a.start)}:{"" if a.stop is None else fmt_arg(a.stop)}'
+                + (f':{fmt_arg(a.step)}' if a.step is not None else ''))
+    if callable(a) and hasattr(a, '__name__'):
+        return a.__name__
+    return repr(a)
+
+
+# --------------------------------------------------------------------------
+# The recorder
+# --------------------------------------------------------------------------
+
 _NONDIFF_PRIMS = {}
 
 
 def _nondiff_prim(fun):
+    """The primitive recorded for non-differentiable ``fun``: no pullbacks, and the
+    scalar template ``NONDIFF`` holds for it as its kernel (comparisons fuse)."""
     prim = _NONDIFF_PRIMS.get(fun)
     if prim is None:
-        from ..registry import _name
-        prim = _NONDIFF_PRIMS[fun] = Primitive(fun, (), name=_name(fun) if callable(fun) else str(fun))
+        kernel = NONDIFF.get(fun)
+        prim = _NONDIFF_PRIMS[fun] = Primitive(
+            fun, (), name=_name(fun) if callable(fun) else str(fun),
+            kernel=kernel if isinstance(kernel, str) else None)
     return prim
 
 
@@ -106,6 +154,7 @@ class Recorder:
 
     # -- creating instructions ------------------------------------------------
     def _add(self, kind, fn, prim, name, args, kwargs, value, node, pos=None):
+        """Append an ``Instr``; map ``node`` (and an array value's id) to its index."""
         i = len(self.instrs)
         self.instrs.append(Instr(i, kind, fn, prim, name, args, kwargs, value, pos))
         self.by_node[node] = i

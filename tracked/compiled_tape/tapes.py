@@ -119,8 +119,6 @@ class _Tape:
         from .compiled import CompiledProgram
         self.compiled = CompiledProgram(self.program, self.specs, self.out_specs, self.placements)
         # run once on the recorded values: numba compiles (or loads from disk) now
-        leaves = [ins.value for ins in sorted((i for i in self.program.instrs
-                                               if i.kind == 'input'), key=lambda i: i.pos)]
         full = [None] * len(self.specs)
         for ins in self.program.instrs:
             if ins.kind == 'input':
@@ -129,11 +127,11 @@ class _Tape:
             if x is None:
                 full[p] = np.zeros(*self.specs[p])
         self.compiled.run(full, self._new_outs())
-        del leaves
 
     @property
     def fallbacks(self):
-        """The instructions a compiled tape runs in NumPy (the code generator has no form for them)."""
+        """What a compiled tape runs in NumPy: one entry per instruction, printing as
+        the instruction and the reason (``.instr``, ``.reason``); None if not compiled."""
         return list(self.compiled.fallbacks) if self.compiled is not None else None
 
     def _new_outs(self):
@@ -582,7 +580,7 @@ def compile(tape):
     Every intermediate, cotangent and gradient buffer is allocated once; runs of
     elementwise operations are fused; ``gradient(..., out=g)`` writes into ``g`` and
     allocates no array.  Instructions the generator cannot compile run in NumPy,
-    one by one; ``compiled.fallbacks`` lists them.  The generated code is cached on
+    one by one; ``tape.fallbacks`` lists them and why.  The generated code is cached on
     disk, so another process compiling the same tape loads it instead.
 
     >>> import numpy as np, tracked as tr
