@@ -596,14 +596,18 @@ class TreeDef:
         _paths(self._form, (), out)
         return out
 
-    def matcher(self, checks=None):
-        """``treedef.matcher(checks=None)``: a generated function ``match(tree) -> leaves``
-        for trees of exactly this structure (types, keys, statics, ties, shared nodes),
-        None for any other tree; for hot paths, where a fallback ``flatten`` explains.
+    def matcher(self, checks=None, distinct=None):
+        """``treedef.matcher(checks=None, distinct=None)``: a generated function
+        ``match(tree) -> leaves`` for trees of exactly this structure (types, keys,
+        statics, ties, shared nodes), None for any other tree; for hot paths, where a
+        fallback ``flatten`` explains.
 
         ``checks[p]``, if given, is ``(cls, attrs)``: leaf ``p`` must be of type ``cls``
         exactly, with ``getattr(leaf, a) == v`` for each ``a, v`` in ``attrs`` (``a``
-        None: the leaf itself equals ``v``).
+        None: the leaf itself equals ``v``).  ``distinct`` lists groups of leaf
+        positions that must be distinct objects (default: all of them) among those
+        checked to be arrays: an array tied where the structure has two leaves is
+        another structure (its gradient is the total).
 
         >>> import numpy as np, tracked as tr
         >>> _, treedef = tr.tree_util.flatten({'w': np.ones(2), 'act': 'tanh'})
@@ -611,7 +615,9 @@ class TreeDef:
         >>> match({'w': np.zeros(2), 'act': 'tanh'}), match({'w': np.zeros(3), 'act': 'tanh'})
         ([array([0., 0.])], None)
         """
-        return _make_matcher(self._form, self.num_leaves, checks)
+        if distinct is None:
+            distinct = [range(self.num_leaves)]
+        return _make_matcher(self._form, self.num_leaves, checks, distinct)
 
 
 def _format(d, leaf, seen, made):
@@ -704,7 +710,7 @@ def keystr(path):
 # The generated matcher
 # --------------------------------------------------------------------------
 
-def _make_matcher(form, nleaves, checks):
+def _make_matcher(form, nleaves, checks, distinct):
     """Generated once per structure: a match then costs a few attribute reads per node
     and leaf instead of a generic walk (the replay path of every recorded tape)."""
     lines = ['def match(tree):', '    try:']
@@ -792,6 +798,12 @@ def _make_matcher(form, nleaves, checks):
             walk(k, f'{v}[{const(aux[i])}]' if kind == DICT else f'{v}[{i}]')
 
     walk(form, 'tree')
+    for group in distinct:
+        arrays = [p for p in group if p in seen and checks is not None and checks[p] is not None
+                  and checks[p][0] is np.ndarray]
+        if len(arrays) > 1:
+            ids = ', '.join(f'id(l{p})' for p in arrays)
+            emit(f'if len({{{ids}}}) != {len(arrays)}: return None')
     lines.append('    except Exception:       # a registered children() may raise anything')
     lines.append('        return None')
     lines.append('    return [' + ', '.join(f'l{p}' for p in range(nleaves)) + ']')

@@ -210,3 +210,37 @@ def test_hessian_tape():
     _close(tape.hessian(x2), tr.hessian(f, x2))
     _close(tape.gradient(x2), tr.api.gradient(f, x2)[0])
     _close(tape(x2), f(x2))
+
+
+# --- identity and aliasing of arguments are part of what a tape is recorded for --------
+
+def test_a_closure_constant_that_is_the_recorded_input_stays_a_constant():
+    w0 = np.array([1.0, 2.0, 3.0])
+    f = lambda w: np.sum((w - w0) ** 2)           # noqa: E731
+    for replay in (tr.GradientTape(f, w0), tr.compile(tr.GradientTape(f, w0))):
+        _close(replay.gradient(w0 - 0.5)[0], [-1.0, -1.0, -1.0])
+    ad = tr.AutoCompiled(compile=False)
+    _close(tr.gradient(f, ad, w0)[0], [0.0, 0.0, 0.0])
+    _close(tr.gradient(f, ad, w0 - 0.5)[0], [-1.0, -1.0, -1.0])
+    # while the input's own value (tr.data of it) follows the input on replay
+    h = lambda w: np.sum(w * tr.data(w))          # noqa: E731
+    _close(tr.GradientTape(h, w0).gradient(2 * w0)[0], 2 * w0)
+
+
+def test_arrays_tied_on_replay_but_not_when_recorded_are_another_structure():
+    W1, W2 = np.ones(2), 2 * np.ones(2)
+    g = lambda m: np.sum(m['a'] * 3 + m['b'] ** 2)       # noqa: E731
+    tape = tr.GradientTape(g, {'a': W1, 'b': W2})
+    with pytest.raises(ValueError, match='tied'):
+        tape.gradient({'a': W1, 'b': W1})
+    ad = tr.AutoCompiled(compile=False)                 # records a tape for the tied case
+    tied = tr.gradient(g, ad, {'a': W1, 'b': W1})[0]
+    _close(tied['a'], [5.0, 5.0])                       # the total, in both places
+    _close(tied['b'], [5.0, 5.0])
+
+
+def test_an_integer_argument_is_guarded_on_replay():
+    tape = tr.GradientTape(lambda x, n: x ** n, 2.0, 3)
+    assert tape.gradient(2.0, 3) == (12.0, pytest.approx(8 * np.log(2.0)))
+    with pytest.raises(tr.TapeGuardError, match='integer argument'):
+        tape.gradient(2.0, 4)

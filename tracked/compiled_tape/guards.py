@@ -24,7 +24,8 @@ class Guard:
 
     def __init__(self, i, kind, recorded, where):
         self.i = i                # the instruction whose value was concretised
-        self.kind = kind          # 'bool', 'float', 'int', 'index', 'item', 'mask-count', 'value'
+        # 'bool', 'float', 'int', 'index', 'item', 'mask-count', 'value', 'int-argument'
+        self.kind = kind
         self.recorded = recorded
         self.where = where        # 'file:line in function' of the user code
 
@@ -35,7 +36,7 @@ class Guard:
             return bool(value) == rec
         if kind == 'mask-count':
             return int(np.count_nonzero(value)) == rec
-        if kind == 'value':
+        if kind == 'value' or kind == 'int-argument':
             return _equal(value, rec)
         new = concrete_value(kind, value)
         return _equal(new, rec)
@@ -47,7 +48,9 @@ class Guard:
                 'index': 'a tracked value used as an integer index or size',
                 'item': '.item()/.tolist() of a tracked value',
                 'mask-count': 'number of True entries of a boolean mask used as an index',
-                'value': 'result of a non-differentiable function'}[self.kind]
+                'value': 'result of a non-differentiable function',
+                'int-argument': 'value of an integer argument (an int in every Python use)'
+                }[self.kind]
         text = f'{what} at {self.where}'
         if value is not None:
             new = value
@@ -55,7 +58,7 @@ class Guard:
                 new = bool(value)
             elif self.kind == 'mask-count':
                 new = int(np.count_nonzero(value))
-            elif self.kind not in ('value',):
+            elif self.kind not in ('value', 'int-argument'):
                 new = concrete_value(self.kind, value)
             text += f': recorded {self.recorded!r}, now {new!r}'
         return text

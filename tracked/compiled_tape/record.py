@@ -163,9 +163,21 @@ class Recorder:
         return i
 
     def input(self, value, pos):
-        """A leaf at the recording level for flattened argument ``pos``."""
+        """A leaf at the recording level for flattened argument ``pos``.
+
+        The leaf holds a copy: ``f`` may also hold the caller's array itself as a
+        constant (a closure over it), which must stay a constant on replay, while the
+        leaf's value (``tr.data(x)`` inside ``f``) must follow the input.  An integer
+        scalar is the int it holds in every Python use (``TrackedInt``): its value is
+        guarded.
+        """
+        value = np.array(value, copy=True)
+        if value.ndim == 0:
+            value = value[()]
         node = new_node(None, None, None, value, (), self.level)
-        self._add('input', None, None, f'input {pos}', (), {}, value, node, pos)
+        i = self._add('input', None, None, f'input {pos}', (), {}, value, node, pos)
+        if value.ndim == 0 and value.dtype.kind in 'iu':
+            self.guards.append(Guard(i, 'int-argument', value, f'argument leaf {pos}'))
         return box(value, node)
 
     def _arg(self, a):

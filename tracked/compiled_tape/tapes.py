@@ -100,7 +100,9 @@ class _Tape:
                 checks.append((t, {None: x}))
             else:
                 checks.append((t, {}))
-        self._checker = self.treedef.matcher(checks)   # generated for this structure
+        # generated for this structure; arrays untied when recorded must stay untied
+        # (tied ones get the total gradient: another tape), argument by argument
+        self._checker = self.treedef.matcher(checks, distinct=per_arg)
         rec = Recorder(new_level())
         push_recorder(rec)
         try:
