@@ -19,7 +19,7 @@ import operator
 
 import numpy as np
 
-from . import values as _values
+from . import registry, values as _values
 from .tape import Cotangents, new_level, unbroadcast
 from .values import Boxed, Tracked, apply, call, plain, plain_index, ufunc_call
 
@@ -77,9 +77,14 @@ class Dual(Boxed):
         raise TypeError('back() of a forward-mode value: it has a tangent, not a tape; '
                         'use tr.gradient or tr.pullback for reverse mode')
 
-    # No eager fast paths: every operation goes to ``values.apply`` and from there to
-    # ``forward_apply``.
+    # None of the eager fast paths (they build tape entries): operations go to
+    # ``values.apply`` and from there to ``forward_apply``, except elementwise ones,
+    # which take ``_elementwise`` (the same result, a third of the Python work).
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method == '__call__' and not kwargs:
+            out = _elementwise(ufunc, inputs, self._node)
+            if out is not None:
+                return out
         return ufunc_call(ufunc, method, inputs, kwargs)
 
     def __getitem__(self, idx):
@@ -101,9 +106,44 @@ def _operators():
     table = {'add': np.add, 'sub': np.subtract, 'mul': np.multiply, 'truediv': np.true_divide,
              'pow': np.power, 'matmul': np.matmul, 'mod': np.remainder,
              'floordiv': np.floor_divide}
+
+    def make(uf, reflected):
+        def method(self, other):
+            if type(other) in _SEQUENCES:
+                other = np.asarray(other)
+            args = (other, self) if reflected else (self, other)
+            out = _elementwise(uf, args, self._node)
+            return call(uf, *args) if out is None else out
+        return method
     for name, uf in table.items():
-        setattr(Dual, f'__{name}__', lambda self, other, uf=uf: call(uf, self, other))
-        setattr(Dual, f'__r{name}__', lambda self, other, uf=uf: call(uf, other, self))
+        setattr(Dual, f'__{name}__', make(uf, False))
+        setattr(Dual, f'__r{name}__', make(uf, True))
+
+
+_SEQUENCES = (list, tuple)
+_RULES = registry.RULES
+
+
+def _elementwise(ufunc, inputs, lvl):
+    """The fast path of an elementwise rule (``defpartials``) whose tracked inputs are
+    all duals of ``lvl`` holding plain values: ``forward_apply`` spelled out, or None
+    when it does not apply (nesting, other levels, no partials)."""
+    prim = _RULES.get(ufunc)
+    if prim is None or type(prim) is not registry.Primitive or prim.partials is None:
+        return None
+    primals, tangents = [], []
+    for a in inputs:
+        if isinstance(a, Tracked):
+            if a._node is not lvl or isinstance(a._value, Tracked):
+                return None
+            primals.append(a._value)
+            tangents.append(a._tangent)
+        else:
+            primals.append(a)
+            tangents.append(None)
+    ans = prim.fn(*primals)
+    t = _from_partials(prim.partials, tangents, ans, primals, lvl.batch)
+    return Dual.make(ans, _fit(t, ans, lvl.batch), lvl)
 
 
 _operators()
@@ -212,6 +252,12 @@ def tangent_of(prim, tangents, ans, args, kwargs, batch=None):
     leading axis of that length."""
     if prim.partials is not None:
         return _from_partials(prim.partials, tangents, ans, args, batch)
+    if batch is not None and prim.batched is not None:
+        if prim.batched is True:              # the operation maps batches to batches
+            return tangent_of(prim, tangents, ans, args, kwargs)
+        out = prim.batched(tuple(tangents), ans, *args, **kwargs)
+        if out is not NotImplemented:
+            return out
     if batch is not None:         # the other rule forms see one tangent at a time
         rows = [tangent_of(prim, [None if t is None else t[k] for t in tangents], ans, args,
                            kwargs) for k in range(batch)]
@@ -244,17 +290,27 @@ def _zeros_like(a):
     return np.zeros(np.shape(a), np.result_type(plain(a), 0.0))
 
 
+def align_batch(t, a, ans):
+    """Batched tangent ``t`` of argument ``a`` with axes lined up with output ``ans``'s
+    (a broadcast argument gets size-1 axes after the batch axis), for broadcasting.
+
+    >>> align_batch(np.ones((4, 3)), np.ones(3), np.ones((2, 3))).shape
+    (4, 1, 3)
+    """
+    extra = np.ndim(ans) - np.ndim(a)
+    if extra <= 0:
+        return t
+    return np.reshape(t, np.shape(t)[:1] + (1,) * extra + tuple(np.shape(a)))
+
+
 def _from_partials(partials, tangents, ans, args, batch):
     """``sum(d_k(ans, *args) * t_k)``; batched tangents are aligned on the right."""
     out = None
-    nd = np.ndim(ans)
     for d, t, a in zip(partials, tangents, args):
         if t is None or d is None:
             continue
         if batch is not None:
-            extra = nd - np.ndim(a)
-            if extra > 0:             # a broadcast argument: align its axes with the output
-                t = np.reshape(t, (batch,) + (1,) * extra + tuple(np.shape(a)))
+            t = align_batch(t, a, ans)
         if callable(d):
             term = d(ans, *args) * t
         elif d == 1:
@@ -301,3 +357,17 @@ def _full_cotangent(g, a):
 
 
 _values.forward_apply = forward_apply
+
+
+def batch_axes(axis, ndim):
+    """``axis`` (None, an int or a tuple, of an array of ``ndim`` dimensions) as the same
+    axes of a batch of such arrays stacked along a new leading axis (batched rules).
+
+    >>> batch_axes(None, 2), batch_axes(-1, 2), batch_axes((0, 1), 3)
+    ((1, 2), 2, (1, 2))
+    """
+    if axis is None:
+        return tuple(range(1, ndim + 1))
+    if isinstance(axis, (tuple, list)):
+        return tuple(operator.index(a) % ndim + 1 for a in axis)
+    return operator.index(axis) % ndim + 1 if ndim else axis

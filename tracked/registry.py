@@ -202,15 +202,21 @@ class Primitive:
     tangent, e.g. matmul, einsum); or ``jvp(tangents, ans, *args, **kwargs)``, an
     explicit tangent rule (``tangents`` aligned with ``args``, None where an
     argument has none).  A primitive with none of them gets its tangent from its
-    pullback (the double-vjp trick, for that operation alone).
+    pullback (the double-vjp trick, for that operation alone).  Forward mode may
+    carry a batch of tangents along a leading axis; ``batched`` says how a rule
+    handles one: True when the operation applied to batched tangents is already the
+    batched tangent (copy, real, where, triu...), or a function like ``jvp`` that
+    takes batched tangents (it may return NotImplemented); otherwise the tangents are
+    taken one at a time.
     """
 
     __slots__ = ('fn', 'vjps', 'name', 'view', 'direct', 'saves', 'elementwise', 'fast',
-                 'kernel', 'index_args', 'multi', 'partials', 'linear', 'jvp', 'inline')
+                 'kernel', 'index_args', 'multi', 'partials', 'linear', 'jvp', 'inline',
+                 'batched')
 
     def __init__(self, fn, vjps, name=None, view=False, direct=False, elementwise=False,
                  kernel=None, index_args=(), multi=False, partials=None, linear=None,
-                 jvp=None):
+                 jvp=None, batched=None):
         self.fn = fn
         self.vjps = tuple(vjps)
         self.name = name or getattr(fn, '__name__', repr(fn))
@@ -227,6 +233,7 @@ class Primitive:
         self.partials = partials   # forward mode: see above
         self.linear = linear
         self.jvp = jvp
+        self.batched = batched
         # Per position, the partial derivative that ``tape.backward`` calls itself
         # instead of the pullback made from it (one Python call less); None: no such.
         self.inline = None
@@ -284,7 +291,7 @@ class Primitive:
 
 
 def defvjp(fun, *vjps, fn=None, name=None, view=False, kernel=None, index_args=(), multi=False,
-           linear=None, jvp=None):
+           linear=None, jvp=None, batched=None):
     """Register ``fun`` as a primitive whose pullbacks are ``vjps`` (one per argument).
 
     ``fn`` is the forward function when it is not ``fun`` itself; ``kernel`` its
@@ -293,7 +300,7 @@ def defvjp(fun, *vjps, fn=None, name=None, view=False, kernel=None, index_args=(
     elementwise = type(fun).__name__ == 'ufunc' and fun.signature is None
     prim = Primitive(fn or fun, vjps, name=name or _name(fun), view=view,
                      elementwise=elementwise, kernel=kernel, index_args=index_args,
-                     multi=multi, linear=linear, jvp=jvp)
+                     multi=multi, linear=linear, jvp=jvp, batched=batched)
     RULES[fun] = prim
     return prim
 

@@ -43,6 +43,7 @@ import operator
 
 import numpy as np
 
+from ..forward import align_batch
 from ..registry import Primitive, defpartials, defvjp, defcomposite
 from ..values import apply
 
@@ -226,9 +227,9 @@ def _angle_jvp(tangents, ans, z, deg=False):
     return np.imag(np.conj(z) * t) / np.where(r2 == 0, 1.0, r2) * (_DEG if deg else 1.0)
 
 
-defvjp(np.real, _real_vjp, linear='joint', view=True)   # a real x is returned as is
-defvjp(np.imag, _imag_vjp, linear='joint')
-defvjp(np.conjugate, lambda g, ans, x: np.conj(g), linear='joint',   # np.conj is np.conjugate
+defvjp(np.real, _real_vjp, linear='joint', view=True, batched=True)   # a real x: as is
+defvjp(np.imag, _imag_vjp, linear='joint', batched=True)
+defvjp(np.conjugate, lambda g, ans, x: np.conj(g), linear='joint', batched=True,  # np.conj
        kernel='{0}')                     # (compiled for real dtypes only)
 defvjp(np.angle, _angle_vjp, jvp=_angle_jvp)
 
@@ -325,7 +326,8 @@ defcomposite(np.clip, _clip)
 defvjp(np.where, None,
        lambda g, ans, c, x, y: np.where(c, g, 0.0),
        lambda g, ans, c, x, y: np.where(c, 0.0, g), kernel='({1} if {0} else {2})',
-       linear='joint')
+       linear='joint', batched=lambda ts, ans, c, x, y: np.where(
+           c, *[0.0 if t is None else align_batch(t, v, ans) for t, v in zip(ts[1:], (x, y))]))
 
 
 # --------------------------------------------------------------------------

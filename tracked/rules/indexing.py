@@ -70,8 +70,30 @@ def _scatter_add_fwd(g, idx, shape, unique=None):
     return out
 
 
+def _batch_index(idx):
+    """``idx`` for a batch of arrays stacked along a new leading axis, or None when a
+    leading slice would not keep the batch axis first (advanced indices apart)."""
+    parts = _parts(idx)
+    arrays = [k for k, i in enumerate(parts) if isinstance(i, (np.ndarray, list, Tracked))]
+    # beside an array, an integer is an advanced index too
+    advanced = sorted(set(arrays) | {k for k, i in enumerate(parts) if arrays and (
+        type(i) is int or isinstance(i, np.integer))})
+    if advanced and advanced[-1] - advanced[0] + 1 != len(advanced):
+        return None
+    return (slice(None),) + tuple(parts)
+
+
+def _scatter_batched(ts, ans, g, idx, shape, unique=None):
+    bidx = _batch_index(idx)
+    if bidx is None:
+        return NotImplemented
+    t = ts[0]
+    return scatter_add(t, bidx, (shape_of(t)[0],) + tuple(shape), unique)
+
+
 _scatter = Primitive(_scatter_add_fwd, (lambda g, ans, h, idx, shape, unique=None: g[idx],),
-                     name='scatter_add', kernel='scatter_add', index_args=(1,), linear='joint')
+                     name='scatter_add', kernel='scatter_add', index_args=(1,), linear='joint',
+                     batched=_scatter_batched)
 
 
 def scatter_add(g, idx, shape, unique=None):
@@ -94,8 +116,13 @@ def _zero_at_fwd(g, idx):
     return out
 
 
+def _zero_at_batched(ts, ans, g, idx):
+    bidx = _batch_index(idx)
+    return NotImplemented if bidx is None else zero_at(ts[0], bidx)
+
+
 _zero = Primitive(_zero_at_fwd, (lambda gg, ans, g, idx: zero_at(gg, idx),), name='zero_at',
-                  index_args=(1,), linear='joint')
+                  index_args=(1,), linear='joint', batched=_zero_at_batched)
 
 
 def zero_at(g, idx):
@@ -122,10 +149,17 @@ def _getitem_vjp(g, ans, x, idx):
     return SparseCotangent(g, idx, shape_of(x), not has_int_arrays(idx))
 
 
+def _getitem_batched(ts, ans, x, idx):
+    bidx = _batch_index(idx)
+    return NotImplemented if bidx is None else ts[0][bidx]
+
+
 _getitem_view = Primitive(operator.getitem, (_getitem_vjp,), name='operator.getitem', view=True,
-                          kernel='getitem', index_args=(1,), linear='joint')
+                          kernel='getitem', index_args=(1,), linear='joint',
+                          batched=_getitem_batched)
 _getitem_copy = Primitive(operator.getitem, (_getitem_vjp,), name='operator.getitem',
-                          kernel='getitem', index_args=(1,), linear='joint')
+                          kernel='getitem', index_args=(1,), linear='joint',
+                          batched=_getitem_batched)
 FAST['slice'] = _getitem_view          # Tracked.__getitem__ records x[a:b] directly
 
 

@@ -17,6 +17,7 @@ import operator
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
+from ..forward import batch_axes
 from ..registry import Primitive, defvjp, defcomposite, REDUCE, ACCUMULATE
 from ..tape import shape_of
 from ..values import apply
@@ -113,7 +114,8 @@ def _shift(x, k, axis):
 
 
 _reverse_prim = Primitive(lambda x, axis: np.flip(x, axis),
-                          (lambda g, ans, x, axis: _reverse(g, axis),), name='reverse', view=True, linear='joint')
+                          (lambda g, ans, x, axis: _reverse(g, axis),), name='reverse',
+                          view=True, linear='joint')
 
 
 def _reverse(x, axis):
@@ -224,7 +226,18 @@ def _sum_jvp(tangents, ans, a, *rest, initial=None, **kw):
     return _sum(tangents[0], *rest, **kw)        # linear, but for the constant initial=
 
 
-defvjp(np.sum, _sum_vjp, fn=_sum, kernel='sum', jvp=_sum_jvp)
+def _reduce_batched(fn):
+    """The batched tangent of linear reduction ``fn`` (sum, mean): its axes shifted."""
+    def batched(tangents, ans, a, axis=None, dtype=None, out=None, *rest, initial=None, **kw):
+        nd = len(np.shape(a))
+        if rest or _masked(kw.get('where', True)):
+            return NotImplemented
+        kw.pop('where', None)
+        return fn(tangents[0], batch_axes(axis, nd) if nd else None, dtype, **kw)
+    return batched
+
+
+defvjp(np.sum, _sum_vjp, fn=_sum, kernel='sum', jvp=_sum_jvp, batched=_reduce_batched(_sum))
 
 
 def _nansum(a, axis=None, dtype=None, out=None, *rest, **kw):
@@ -259,7 +272,8 @@ def _mean_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False, *, whe
     return _keep(g, shape, axis, keepdims) / max(_count(shape, axes), 1)   # lazy, as sum's
 
 
-defvjp(np.mean, _mean_vjp, fn=_mean, kernel='mean', linear='joint')
+defvjp(np.mean, _mean_vjp, fn=_mean, kernel='mean', linear='joint',
+       batched=_reduce_batched(_mean))
 
 
 def _nanmean(a, axis=None, dtype=None, out=None, *rest, **kw):

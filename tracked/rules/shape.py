@@ -9,6 +9,7 @@ behind a composite that unpacks the list; functions with several outputs
 """
 import numpy as np
 
+from ..forward import batch_axes
 from ..registry import Primitive, defvjp, defcomposite, identity
 from ..tape import shape_of
 from ..values import Tracked, apply, call_nondiff
@@ -56,8 +57,17 @@ def _reshape(a, shape=None, order='C', **kw):
     return np.reshape(a, shape, order=order, **kw)
 
 
+def _batched_like_output(ts, ans, x, *args, order='C', **kw):
+    """Batched tangent of a reshape-like operation: the output's shape, per batch."""
+    if order != 'C':
+        return NotImplemented
+    t = ts[0]
+    return np.reshape(t, _shape(t)[:1] + tuple(_shape(ans)))
+
+
 defvjp(np.reshape, lambda g, ans, x, shape=None, order='C', **kw:
-       np.reshape(g, _shape(x), order=order), fn=_reshape, view=True, linear='joint')
+       np.reshape(g, _shape(x), order=order), fn=_reshape, view=True, linear='joint',
+       batched=_batched_like_output)
 
 
 def _ravel(a, order='C'):
@@ -66,7 +76,7 @@ def _ravel(a, order='C'):
 
 
 defvjp(np.ravel, lambda g, ans, x, order='C': np.reshape(g, _shape(x), order=order),
-       fn=_ravel, view=True, linear='joint')
+       fn=_ravel, view=True, linear='joint', batched=_batched_like_output)
 
 
 def _transpose_vjp(g, ans, x, axes=None):
@@ -76,15 +86,36 @@ def _transpose_vjp(g, ans, x, axes=None):
     return np.transpose(g, tuple(np.argsort([a % nd for a in axes])))
 
 
-defvjp(np.transpose, _transpose_vjp, view=True, linear='joint')            # also .T and np.permute_dims
-defvjp(np.swapaxes, lambda g, ans, x, axis1, axis2: np.swapaxes(g, axis1, axis2), view=True, linear='joint')
+def _transpose_batched(ts, ans, x, axes=None):
+    nd = len(_shape(x))
+    perm = tuple(range(nd - 1, -1, -1)) if axes is None else axes
+    return np.transpose(ts[0], (0,) + batch_axes(tuple(perm), nd))
+
+
+def _broadcast_to_batched(ts, ans, x, shape, **kw):
+    t, out = ts[0], tuple(_shape(ans))
+    k = _shape(t)[0]
+    t = np.reshape(t, (k,) + (1,) * (len(out) - len(_shape(x))) + tuple(_shape(x)))
+    return np.broadcast_to(t, (k,) + out)
+
+
+# also .T and np.permute_dims
+defvjp(np.transpose, _transpose_vjp, view=True, linear='joint', batched=_transpose_batched)
+defvjp(np.swapaxes, lambda g, ans, x, axis1, axis2: np.swapaxes(g, axis1, axis2), view=True,
+       linear='joint', batched=lambda ts, ans, x, axis1, axis2: np.swapaxes(
+           ts[0], *batch_axes((axis1, axis2), len(_shape(x)))))
 defvjp(np.moveaxis, lambda g, ans, x, source, destination: np.moveaxis(g, destination, source),
        view=True, linear='joint')
-defvjp(np.matrix_transpose, lambda g, ans, x: np.matrix_transpose(g), view=True, linear='joint')
-defvjp(np.expand_dims, lambda g, ans, x, axis: np.reshape(g, _shape(x)), view=True, linear='joint')
-defvjp(np.squeeze, lambda g, ans, x, axis=None: np.reshape(g, _shape(x)), view=True, linear='joint')
-defvjp(np.broadcast_to, identity, view=True, linear='joint')   # unbroadcast: central
-defvjp(np.flip, lambda g, ans, x, axis=None: np.flip(g, axis), view=True, linear='joint')
+defvjp(np.matrix_transpose, lambda g, ans, x: np.matrix_transpose(g), view=True, linear='joint',
+       batched=True)
+defvjp(np.expand_dims, lambda g, ans, x, axis: np.reshape(g, _shape(x)), view=True,
+       linear='joint', batched=_batched_like_output)
+defvjp(np.squeeze, lambda g, ans, x, axis=None: np.reshape(g, _shape(x)), view=True,
+       linear='joint', batched=_batched_like_output)
+defvjp(np.broadcast_to, identity, view=True, linear='joint',   # unbroadcast: central
+       batched=_broadcast_to_batched)
+defvjp(np.flip, lambda g, ans, x, axis=None: np.flip(g, axis), view=True, linear='joint',
+       batched=lambda ts, ans, x, axis=None: np.flip(ts[0], batch_axes(axis, len(_shape(x)))))
 defcomposite(np.fliplr, lambda m: np.flip(m, 1))
 defcomposite(np.flipud, lambda m: np.flip(m, 0))
 
@@ -93,11 +124,21 @@ def _negate_shift(shift):
     return -shift if np.ndim(shift) == 0 else tuple(-s for s in np.ravel(shift))
 
 
-defvjp(np.roll, lambda g, ans, x, shift, axis=None: np.roll(g, _negate_shift(shift), axis), linear='joint')
-defvjp(np.rot90, lambda g, ans, x, k=1, axes=(0, 1): np.rot90(g, -k, axes), view=True, linear='joint')
-defvjp(np.triu, lambda g, ans, x, k=0: np.triu(g, k), linear='joint')
-defvjp(np.tril, lambda g, ans, x, k=0: np.tril(g, k), linear='joint')
-defvjp(np.copy, identity, kernel='copy', linear='joint')             # also .copy()
+defvjp(np.roll, lambda g, ans, x, shift, axis=None: np.roll(g, _negate_shift(shift), axis),
+       linear='joint')
+defvjp(np.rot90, lambda g, ans, x, k=1, axes=(0, 1): np.rot90(g, -k, axes), view=True,
+       linear='joint')
+def _triangle_batched(tri):
+    # triu/tril act on the last two axes, so a batch rides along, except that a 1-d x
+    # is first made the matrix it is a row of
+    return lambda ts, ans, x, k=0: tri(ts[0], k) if len(_shape(x)) > 1 else NotImplemented
+
+
+defvjp(np.triu, lambda g, ans, x, k=0: np.triu(g, k), linear='joint',
+       batched=_triangle_batched(np.triu))
+defvjp(np.tril, lambda g, ans, x, k=0: np.tril(g, k), linear='joint',
+       batched=_triangle_batched(np.tril))
+defvjp(np.copy, identity, kernel='copy', linear='joint', batched=True)     # also .copy()
 
 
 def _broadcast_arrays(*args, **kwargs):
@@ -141,7 +182,7 @@ def _cast_like(g, x):
 
 
 _astype = Primitive(_astype_fwd, (lambda g, ans, x, dtype: _cast_like(g, x),), name='astype',
-                    kernel='astype', linear='joint')
+                    kernel='astype', linear='joint', batched=True)
 
 
 def _astype_composite(x, dtype, **kwargs):
@@ -470,9 +511,10 @@ def _diagonal_vjp(g, ans, x, offset=0, axis1=0, axis2=1):
     return np.moveaxis(full, (-2, -1), (a1, a2))
 
 
-defvjp(np.diagonal, _diagonal_vjp, view=True, linear='joint')     # NumPy returns a read-only view
+defvjp(np.diagonal, _diagonal_vjp, view=True, linear='joint')   # NumPy's is a read-only view
 
-_diag_1d = Primitive(np.diag, (lambda g, ans, v, k=0: np.diagonal(g, k),), name='np.diag', linear='joint')
+_diag_1d = Primitive(np.diag, (lambda g, ans, v, k=0: np.diagonal(g, k),), name='np.diag',
+                     linear='joint')
 
 
 def _diag(v, k=0):
