@@ -1,9 +1,9 @@
 """W5: the full Hessian of ``sum(tanh(W @ x)) + 0.5 * sum(x**2)``, n = 50.
 
 Reference: the hand-written Hessian ``W.T diag(-2 t (1 - t^2)) W + I`` with
-``t = tanh(W x)``.  ``tr.hessian`` records ``f`` and its backward pass once (the
-gradient computed at an inner level, its backward pass recorded on the outer one),
-then runs one reverse sweep per row over that retained recording.
+``t = tanh(W x)``.  ``tr.hessian`` is forward over reverse: one forward pass carrying
+n tangents at once through the reverse-mode gradient.  ``tr.hessian_reverse`` is
+reverse over reverse: one reverse sweep per row over a recording of the gradient.
 """
 import numpy as np
 
@@ -36,7 +36,10 @@ def run(report, wanted):
     report(NAME, 'hand-written NumPy Hessian', median_us(lambda: hand_hessian(x, W)))
 
     assert np.allclose(tr.hessian(lambda x: f(x, W), x), H, rtol=1e-10, atol=1e-12)
-    report(NAME, 'tracked eager tr.hessian', median_us(lambda: tr.hessian(lambda x: f(x, W), x)))
+    report(NAME, 'tracked tr.hessian (fwd over rev)',
+           median_us(lambda: tr.hessian(lambda x: f(x, W), x)))
+    report(NAME, 'tracked tr.hessian_reverse',
+           median_us(lambda: tr.hessian_reverse(lambda x: f(x, W), x)))
 
     ag = peer('autograd')
     if ag is not None:

@@ -86,13 +86,21 @@ def _position_vjp(i, forward=None):
     return vjp
 
 
-def _primitive(forward, nargs, name, cache, rule_forward=None):
+def _primitive(forward, nargs, name, cache, rule_forward=None, jvp=None):
     prim = cache.get(nargs)
     if prim is None:
         prim = cache[nargs] = Primitive(
             forward, [_position_vjp(i, rule_forward) for i in range(nargs)],
-            name=name, direct=True)
+            name=name, direct=True, jvp=None if jvp is None else _user_jvp(jvp))
     return prim
+
+
+def _user_jvp(jvp):
+    """A ``@tr.rule``'s tangent rule ``jvp(tangents, y, *args)`` as the registry calls it
+    (without the rule's per-call state)."""
+    def rule_jvp(tangents, ans, *args, _state=None, **kwargs):
+        return jvp(tangents, ans, *args, **kwargs)
+    return rule_jvp
 
 
 def _any_tracked(args):
@@ -373,7 +381,7 @@ def _as_output(y, name):
     return y
 
 
-def rule(fn=None, *, opaque=False):
+def rule(fn=None, *, opaque=False, jvp=None):
     """``@rule``: make ``fn`` a primitive with its own pullback; ``fn(*args)`` returns
     ``(value, pullback)`` and ``pullback(dy)`` one cotangent per positional argument.
 
@@ -395,6 +403,11 @@ def rule(fn=None, *, opaque=False):
     ``dy``), but not in its input: a second derivative that needs that raises a
     ``TypeError`` saying the forward must be written with NumPy operations.
 
+    Forward mode (``tr.jvp``, forward-mode Jacobians and Hessians) gets the rule's
+    tangent from its pullback by the double-vjp trick, or, faster, from ``jvp=``: a
+    function ``jvp(tangents, y, *args)`` returning the tangent of ``y`` given one
+    tangent per positional argument (None where an argument has none).
+
     >>> import numpy as np, tracked as tr
     >>> @tr.rule
     ... def softplus(x):
@@ -410,9 +423,15 @@ def rule(fn=None, *, opaque=False):
     >>> tape = tr.GradientTape(lambda x: np.sum(erf(x)), np.zeros(2))
     >>> tape.gradient(np.array([0.0, 1.0]))[0]
     array([1.12837917, 0.4151075 ])
+    >>> @tr.rule(jvp=lambda t, y, x: t[0] * (1 - y * y))
+    ... def tanh(x):
+    ...     y = np.tanh(x)
+    ...     return y, lambda dy: (dy * (1 - y * y),)
+    >>> tr.jvp(tanh, (np.array([0.0, 1.0]),), (np.ones(2),))[1]
+    array([1.        , 0.41997434])
     """
     if fn is None:
-        return functools.partial(rule, opaque=opaque)
+        return functools.partial(rule, opaque=opaque, jvp=jvp)
     name = getattr(fn, '__name__', 'rule')
     forward = RuleForward(fn, name, opaque)
     cache = {}
@@ -427,7 +446,7 @@ def rule(fn=None, *, opaque=False):
                                 f'positional arguments')
         kw = dict(kwargs)
         kw['_state'] = _Call()
-        return apply(_primitive(forward, len(args), name, cache, forward), args, kw)
+        return apply(_primitive(forward, len(args), name, cache, forward, jvp), args, kw)
     wrapper.forward = forward
     return wrapper
 

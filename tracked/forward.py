@@ -122,6 +122,7 @@ def _operators():
 
 _SEQUENCES = (list, tuple)
 _RULES = registry.RULES
+_Primitive = registry.Primitive
 
 
 def _elementwise(ufunc, inputs, lvl):
@@ -129,8 +130,48 @@ def _elementwise(ufunc, inputs, lvl):
     all duals of ``lvl`` holding plain values: ``forward_apply`` spelled out, or None
     when it does not apply (nesting, other levels, no partials)."""
     prim = _RULES.get(ufunc)
-    if prim is None or type(prim) is not registry.Primitive or prim.partials is None:
+    if type(prim) is not _Primitive or prim.partials is None:
         return None
+    if len(inputs) == 1 and lvl.batch is None:
+        # one dual holding a plain value, one tangent: the commonest case, inline
+        a = inputs[0]
+        v = a._value
+        if a._node is not lvl or isinstance(v, Tracked):
+            return None
+        ans = prim.fn(v)
+        d = prim.partials[0]
+        t = a._tangent
+        t = d(ans, v) * t if callable(d) else t if d == 1 else t * d
+        out = object.__new__(Dual)
+        out._value = ans
+        out._tangent = _fit(t, ans, None)
+        out._node = lvl
+        return out
+    if len(inputs) == 2 and lvl.batch is None:
+        # a binary operation, inline too (x * 1.01, x + y)
+        a, b = inputs
+        ta = tb = None
+        if isinstance(a, Tracked):
+            if a._node is not lvl or isinstance(a._value, Tracked):
+                return None
+            ta, a = a._tangent, a._value
+        if isinstance(b, Tracked):
+            if b._node is not lvl or isinstance(b._value, Tracked):
+                return None
+            tb, b = b._tangent, b._value
+        ans = prim.fn(a, b)
+        da, db = prim.partials
+        t = None
+        if ta is not None and da is not None:
+            t = da(ans, a, b) * ta if callable(da) else ta if da == 1 else ta * da
+        if tb is not None and db is not None:
+            term = db(ans, a, b) * tb if callable(db) else tb if db == 1 else tb * db
+            t = term if t is None else t + term
+        out = object.__new__(Dual)
+        out._value = ans
+        out._tangent = _fit(t, ans, None)
+        out._node = lvl
+        return out
     primals, tangents = [], []
     for a in inputs:
         if isinstance(a, Tracked):
@@ -223,6 +264,9 @@ def _box_outputs(ans, out, lvl):
 def _fit(t, ans, batch):
     """Tangent ``t`` of output ``ans``: its shape (with the batch axis) and a real dtype
     for a real output."""
+    if batch is None and type(t) is np.ndarray and type(ans) is np.ndarray and \
+            t.shape == ans.shape and t.dtype == ans.dtype:
+        return t                              # the common case, checked cheaply
     shape = np.shape(ans) if batch is None else (batch,) + tuple(np.shape(ans))
     if t is None:                             # the output does not depend on the tangents
         return np.zeros(shape, np.result_type(plain(ans), 0.0))
