@@ -20,7 +20,7 @@ def test_a_million_scalar_operations():
     y = x
     for _ in range(n):
         y = y * c
-    assert float(y) == pytest.approx(c ** n, rel=1e-9)
+    assert y.item() == pytest.approx(c ** n, rel=1e-9)
     blocks_full = sys.getallocatedblocks()
     assert blocks_full - blocks_before > n       # the tape really holds a million entries
     tr.back(y)                                   # iterative: no RecursionError
@@ -112,7 +112,7 @@ def test_a_loss_kept_after_back_does_not_keep_its_graph():
     tr.back(loss)
     gc.collect()
     assert inner() is None                       # after back, only the loss's own value
-    assert float(loss) == pytest.approx(np.sum(np.sin(np.exp(x.data)) * 2.0))
+    assert loss.item() == pytest.approx(np.sum(np.sin(np.exp(x.data)) * 2.0))
     with pytest.raises(tr.tape.GraphReleasedError):
         tr.back(loss)
 

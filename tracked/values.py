@@ -120,7 +120,7 @@ def record(prim, vals, kwargs, ans, parents, key, level, same_shape=False):
     t._value = ans
     t._node = node = Node()
     node.prim = prim
-    node.args = vals if saver is None else saver(vals)
+    node.args = saved = vals if saver is None else saver(vals)
     node.kwargs = kwargs
     node.ans = ans if keep_ans else None
     node.shape = ans.shape
@@ -129,9 +129,40 @@ def record(prim, vals, kwargs, ans, parents, key, level, same_shape=False):
     node.seq = _next_seq()
     node.same_shape = same_shape
     node.real_parents = real_parents(parents, vals) if ans.dtype.kind == 'c' else None
+    for a in saved:                 # an array the caller might change in place?
+        if type(a) is np.ndarray:
+            protect_saved(node, saved, key)
+            break
     if prim.view and (len(parents) > 1 or parents[0][1].prim is not None):
         _note_view(parents, weakref.ref(t))     # (a view of a leaf needs no note)
     return t
+
+
+def protect_saved(node, saved, key):
+    """Make the arrays that ``node`` saved and the caller could change in place
+    read-only while it lives (``tape.protect``): a leaf's value (also when saved
+    through views of it, such as ``x[:-1]``) and constant arrays."""
+    arrays = []
+    mask = key >> _KEY_SHIFT
+    for pos, parent in node.parents:
+        if type(saved[pos]) is np.ndarray:
+            root = leaf_root(parent)
+            if root is not None:
+                arrays.append(root)
+    for j, a in enumerate(saved):
+        if type(a) is np.ndarray and not mask >> j & 1:
+            arrays.append(a)
+    if arrays:
+        _tape.protect(node, arrays)
+
+
+def leaf_root(node):
+    """The value array of the leaf that ``node``'s value is (a view of), or None."""
+    while node.prim is not None:
+        if not node.prim.view or not node.parents:
+            return None
+        node = node.parents[0][1]
+    return node.ans if type(node.ans) is np.ndarray else None
 
 
 def real_parents(parents, vals):
@@ -172,7 +203,7 @@ def record_outputs(prim, vals, kwargs, ans, parents, key, level):
     keep_ans, saver, _ = prim.saves.get(key) or prim.plan(key)
     node = Node()
     node.prim = prim
-    node.args = vals if saver is None else saver(vals)
+    node.args = saved = vals if saver is None else saver(vals)
     node.kwargs = kwargs
     node.ans = tuple(ans) if keep_ans else None
     node.shape = None
@@ -182,6 +213,10 @@ def record_outputs(prim, vals, kwargs, ans, parents, key, level):
     node.same_shape = False
     node.real_parents = real_parents(parents, vals) if any(
         getattr(getattr(a, 'dtype', None), 'kind', None) == 'c' for a in ans) else None
+    for a in saved:                 # an array the caller might change in place?
+        if type(a) is np.ndarray:
+            protect_saved(node, saved, key)
+            break
     return box_outputs(ans, node, level)
 
 
@@ -204,6 +239,7 @@ def box_outputs(ans, node, level, on_output=None):
 _NOKW = {}
 _KEY_BOTH = registry.plan_key(((0, None), (1, None)), 2)
 _KEY_X = registry.plan_key(((0, None),), 2)   # x[idx] with x tracked, idx not
+_KEY_UNARY = registry.plan_key(((0, None),), 1)
 _KEY_SHIFT = registry.KEY_SHIFT
 _MAX_ARGS = registry.MAX_ARGS
 _NONE1 = (None,)
@@ -336,6 +372,15 @@ def call_nondiff(fun, args, kwargs):
     return fun(*plain(args), **plain(kwargs))
 
 
+def _conversion_message(call):
+    return (f'{call} of a tracked value would drop its gradient (so would math.*, '
+            f'np.float64(...), storing it into a plain array with a[i] = t or a.fill(t), '
+            f'and np.array([...]) of tracked values). Read the value on purpose with '
+            f't.item() or tr.data(t) (guarded on recorded tapes), branch with a comparison '
+            f'(if t > 0: ...), and build arrays from tracked values with np.stack([...]) '
+            f'(or import tracked.numpy as np, whose np.array accepts them).')
+
+
 def _no_rule_message(fun):
     name = registry._name(fun) if callable(fun) else str(fun)
     return (f'tracked has no derivative rule for {name}. Define one with @tr.rule '
@@ -403,6 +448,9 @@ def _binop(uf):
                         n.seq = _next_seq()
                         n.same_shape = scalar
                         n.real_parents = None     # (a complex result takes the slow path)
+                        if type(other) is np.ndarray or (kept & bit and (
+                                node.prim is None or node.prim.view)):
+                            protect_saved(n, n.args, bit << _KEY_SHIFT | 2)
                         return t
             elif both and not _tape._special_threads:
                 # Both operands tracked (a - b): when they are at one level and hold plain
@@ -499,12 +547,6 @@ class Tracked:
     imag = property(lambda self: call(np.imag, self))
     mT = property(lambda self: call(np.swapaxes, self, -1, -2))
 
-    def __len__(self):
-        return len(self._value)
-
-    def __iter__(self):
-        for i in range(len(self)):
-            yield self[i]
 
     def __repr__(self):
         return f'{type(self).__name__}({self._value!r}) (tracked)'
@@ -531,14 +573,28 @@ class Tracked:
     def __bool__(self):
         return bool(self._concrete('bool'))
 
+    # Conversions to Python numbers would drop the gradient without a word (NumPy calls
+    # them for np.float64(t), math.exp(t), a[i] = t, a.fill(t), np.array([t0, t1])):
+    # refused, as JAX refuses them, unlike PyTorch's silent float(loss).  Reading a
+    # value on purpose is t.item() or tr.data(t); branching is bool(t > 0).
     def __float__(self):
-        return float(self._concrete('float'))
+        return float(self._convert('float', 'float()'))
 
     def __complex__(self):
-        return complex(self._concrete('complex'))
+        return complex(self._convert('complex', 'complex()'))
 
     def __int__(self):
-        return int(self._concrete('int'))
+        if getattr(plain(self), 'dtype', np.dtype(float)).kind in 'iub':
+            return int(self._concrete('int'))       # an integer: a size, an index
+        return int(self._convert('int', 'int()'))
+
+    def _convert(self, kind, call):
+        """The value, when converting it loses no gradient: a value recorded by a
+        ``GradientTape`` but not differentiated (an input outside ``wrt``), guarded."""
+        rec = active_recorder()
+        if rec is not None and self._node.level == rec.level:
+            return self._concrete(kind)
+        raise TypeError(_conversion_message(call))
 
     def __index__(self):
         value = self._concrete('index')
@@ -576,6 +632,8 @@ class Tracked:
                 n.level = node.level
                 n.seq = _next_seq()
                 n.same_shape = True
+                if kept & 1 and (node.prim is None or node.prim.view):
+                    protect_saved(n, n.args, _KEY_UNARY)
                 return t
         return ufunc_call(ufunc, method, inputs, kwargs)
 
@@ -626,6 +684,13 @@ class Tracked:
         return call(np.round, self, ndigits or 0)
 
     # -- indexing and mutation ---------------------------------------------------
+    def __len__(self):
+        return len(self._value)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
     def __getitem__(self, idx):
         if type(idx) is slice:
             v = self._value

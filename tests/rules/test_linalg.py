@@ -336,9 +336,9 @@ def test_slogdet_result_like_numpy():
     res = np.linalg.slogdet(x)
     assert type(res) is type(expected)
     sign, logabsdet = res
-    assert float(sign) == -1.0 and float(res.sign) == -1.0
-    np.testing.assert_allclose(float(logabsdet), expected.logabsdet)
-    np.testing.assert_allclose(float(res.logabsdet), expected.logabsdet)
+    assert sign.item() == -1.0 and res.sign.item() == -1.0
+    np.testing.assert_allclose(logabsdet.item(), expected.logabsdet)
+    np.testing.assert_allclose(res.logabsdet.item(), expected.logabsdet)
     tr.back(logabsdet)
     np.testing.assert_allclose(x.grad, np.linalg.inv(a).T)
 
