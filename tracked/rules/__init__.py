@@ -6,4 +6,4 @@ NumPy operations (never by reaching into ``.data``), so that it is differentiabl
 itself.  Broadcasting is undone centrally by the tape, not here.
 """
 from . import (elementwise, reductions, linalg, shape, indexing, nondiff,  # noqa: F401
-               ufunc_methods, statistics, signal, polynomials, construction)
+               ufunc_methods, statistics, signal, polynomials, construction, unsupported)
