@@ -323,7 +323,7 @@ def test_asarray_raises_pointing_to_data():
     assert type(tr.data(W)) is np.ndarray       # the suggested fix works
 
 
-@pytest.mark.parametrize('fn, name', [(np.fft.fft, 'np.fft.fft'), (np.histogram, 'np.histogram')])
+@pytest.mark.parametrize('fn, name', [(np.fft.fft, 'np.fft.fft'), (np.roots, 'np.roots')])
 def test_function_without_rule_raises_naming_it(fn, name):
     W = tr.param(np.linspace(0.0, 1.0, 8))
     with pytest.raises(TypeError) as err:
@@ -335,8 +335,8 @@ def test_function_without_rule_raises_naming_it(fn, name):
 
 def test_ufunc_method_without_rule_raises():
     W = tr.param(np.ones(3))
-    with pytest.raises(TypeError, match=r'np\.add\.outer.*tr\.rule'):
-        np.add.outer(W, W)
+    with pytest.raises(TypeError, match=r'np\.logical_and\.at.*tr\.rule'):
+        np.logical_and.at(W, [0], 1.0)
 
 
 def test_ufunc_out_raises():

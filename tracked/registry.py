@@ -24,6 +24,11 @@ RULES = {}        # NumPy callable (ufunc, function, or operator.*) -> Primitive
 NONDIFF = {}      # NumPy callable -> True: outputs are plain values, never tracked
 REDUCE = {}       # ufunc -> the function that ``ufunc.reduce`` means (np.add -> np.sum)
 ACCUMULATE = {}   # ufunc -> the function that ``ufunc.accumulate`` means (np.add -> np.cumsum)
+UNSUPPORTED = {}  # NumPy callable -> why it has no rule on purpose (it raises the no-rule error)
+UNDISPATCHED = {}  # NumPy callable -> why no tracked value reaches it (NumPy does not dispatch)
+UFUNC_METHODS = {}  # 'outer', 'at', 'reduceat', 'reduce', 'accumulate' -> fn(ufunc, *inputs,
+                    # **kwargs): any other ufunc method call on tracked values (beyond REDUCE
+                    # and ACCUMULATE); it raises the no-rule error for a ufunc it cannot do
 
 
 # How an entry saves an argument of its primitive: not at all, as given, or as a

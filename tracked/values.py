@@ -898,6 +898,9 @@ def ufunc_call(ufunc, method, inputs, kwargs):
         kwargs.pop('dtype', None)
         kwargs.setdefault('axis', 0)   # ufunc.reduce/accumulate default to axis 0, np.sum to None
         return call(table[ufunc], *inputs, **kwargs)
+    method_rule = registry.UFUNC_METHODS.get(method)
+    if method_rule is not None:            # outer, at, reduceat, and other reduce/accumulate
+        return method_rule(ufunc, *inputs, **kwargs)
     raise TypeError(f'tracked has no derivative rule for np.{ufunc.__name__}.{method}. '
                     f'Define one with @tr.rule, or call it on tr.data(x).')
 

@@ -413,3 +413,51 @@ def test_where_tracked_condition_carries_no_gradient():
     np.testing.assert_array_equal(idx[0], [0, 2])
     z = np.where(x, np.array([1.0, 2.0, 3.0]), 0.0)
     assert not tr.istracked(z)
+
+
+# --------------------------------------------------------------------------
+# Floating-point decomposition, sign manipulation, i0, fix, sort_complex
+# --------------------------------------------------------------------------
+
+_AWAY = arg((2, 3), 0.3, 1.9)        # away from 0, integers and powers of two at the ends
+
+MORE_CASES = [
+    case(np.heaviside, (2, 3), (3,)),
+    case(np.heaviside, const(np.array([0.0, 1.0, -1.0])), (3,)),    # h counts at x == 0
+    case(np.copysign, (2, 3), (3,)),
+    case(np.copysign, (), (4,)),
+    case(np.ldexp, (2, 3), const(np.array([1, -2, 3]))),
+    case(np.nextafter, (3,), (3,)),
+    case(lambda x: np.frexp(x)[0] * 2.0, arg((4,), 0.55, 0.95), covers=np.frexp, name='frexp[0]'),
+    case(lambda x: np.modf(x)[0] * np.modf(x)[1], arg((2, 3), 1.1, 1.9), covers=np.modf,
+         name='modf'),
+    case(lambda x, y: np.divmod(x, y)[1], arg((3,), 1.1, 1.9), arg((3,), 0.7, 0.9),
+         covers=np.divmod, name='divmod[1]'),
+    case(np.i0, (2, 3)), case(np.i0, arg((4,), 8.5, 12.0)), case(np.i0, ()),
+    case(np.fix, _AWAY),
+    case(np.sort_complex, arg((5,), dtype=np.complex128)),
+]
+CASES = CASES + MORE_CASES       # a new list: the parametrisation above keeps its own
+
+
+@parametrize(MORE_CASES)
+def test_more_elementwise_against_finite_differences(c):
+    c.check()
+
+
+def test_new_elementwise_values():
+    x = np.array([-3.5, 0.0, 0.25, 9.0, 40.0])
+    np.testing.assert_array_equal(tr.data(np.i0(tr.param(x))), np.i0(x))
+    np.testing.assert_allclose(tr.gradient(lambda v: np.sum(np.i0(v)), x)[0],
+                               np.sign(x) * _i1(np.abs(x)), rtol=1e-12)
+    m, e = np.frexp(tr.param(x))
+    assert type(e) is np.ndarray and e.dtype.kind == 'i'
+    np.testing.assert_array_equal(tr.data(m), np.frexp(x)[0])
+    g = tr.gradient(lambda v: np.sum(np.heaviside(v, 0.5) + np.copysign(v, -1.0)), x)[0]
+    np.testing.assert_array_equal(g, [1.0, -1.0, -1.0, -1.0, -1.0])   # sign flipped unless negative
+
+
+def _i1(x):
+    """Modified Bessel function I1 by its series (reference for i0's derivative)."""
+    from math import factorial
+    return sum((x / 2) ** (2 * k + 1) / (factorial(k) * factorial(k + 1)) for k in range(80))

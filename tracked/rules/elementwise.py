@@ -338,3 +338,90 @@ for _f in (np.floor, np.ceil, np.trunc, np.rint, np.sign):
     defpartials(_f, 0, kernel=f'np.{_f.__name__}({{0}})')
 for _f in (np.round, np.around):
     defvjp(_f, lambda g, ans, *args, **kwargs: g * 0.0, jvp=lambda t, ans, *a, **k: ans * 0.0)
+
+
+# --------------------------------------------------------------------------
+# Floating-point decomposition and sign manipulation
+# --------------------------------------------------------------------------
+# heaviside(x, h): 0 in x, 1 in h where x == 0 (h is the value taken there).
+# copysign(x, s): +-1 in x (the sign it was given), 0 in s.  ldexp(x, e): 2**e in x;
+# the exponent is an integer.  nextafter(x, y) moves x by one ulp: 1 in x, 0 in y.
+# frexp, modf and divmod have two outputs; their integer-valued parts carry none.
+
+defpartials(np.heaviside, 0, lambda ans, x, h: (x == 0) * 1.0)
+defpartials(np.copysign, lambda ans, x, s: np.where(np.signbit(x) == np.signbit(s), 1.0, -1.0),
+            0, kernel='np.copysign({0}, {1})')
+defpartials(np.ldexp, lambda ans, x, e: np.ldexp(1.0, e), None)
+defpartials(np.nextafter, 1, 0)
+
+
+def _frexp_vjp(g, ans, x):
+    if g[0] is None:
+        return g[1] * 0.0
+    return g[0] * np.ldexp(1.0, -ans[1])        # mantissa = x * 2**-exponent
+
+
+def _first_or_zero(g):
+    """The cotangent of output 0 (zeros when only output 1 got one)."""
+    return g[0] if g[0] is not None else g[1] * 0.0
+
+
+def _second_or_zero(g):
+    return g[1] if g[1] is not None else g[0] * 0.0
+
+
+def _divmod_vjp_x(g, ans, x, y):
+    return _second_or_zero(g)                   # quotient: 0; remainder: 1
+
+
+def _divmod_vjp_y(g, ans, x, y):
+    return -_second_or_zero(g) * ans[0]         # remainder = x - floor(x / y) * y
+
+
+# Registered through composites over internal primitives: the core's eager fast path
+# for a unary ufunc expects one output.
+_frexp = Primitive(np.frexp, (_frexp_vjp,), name='np.frexp', multi=True,
+                   jvp=lambda t, ans, x: (t[0] * np.ldexp(1.0, -ans[1]), None))
+_modf = Primitive(np.modf, (lambda g, ans, x: _first_or_zero(g),), name='np.modf', multi=True,
+                  jvp=lambda t, ans, x: (t[0], t[0] * 0.0))
+_divmod = Primitive(np.divmod, (_divmod_vjp_x, _divmod_vjp_y), name='np.divmod', multi=True)
+defcomposite(np.frexp, lambda x: apply(_frexp, (x,), {}))
+defcomposite(np.modf, lambda x: apply(_modf, (x,), {}))
+defcomposite(np.divmod, lambda x, y: apply(_divmod, (x, y), {}))
+
+
+# --------------------------------------------------------------------------
+# Functions NumPy writes with ufuncs: i0, fix, sort_complex
+# --------------------------------------------------------------------------
+
+try:                                           # NumPy's own Chebyshev coefficients
+    from numpy.lib._function_base_impl import _i0A, _i0B
+except ImportError:                            # NumPy < 2
+    from numpy.lib.function_base import _i0A, _i0B
+
+
+def _chbevl(x, vals):
+    b0, b1, b2 = vals[0], 0.0, 0.0
+    for v in vals[1:]:
+        b2 = b1
+        b1 = b0
+        b0 = x * b1 - b2 + v
+    return 0.5 * (b0 - b2)
+
+
+def _i0(x):
+    """``np.i0`` written with ufuncs: NumPy's own Chebyshev expansions (Cephes), so the
+    value is NumPy's and every derivative order comes from the elementwise rules.
+    Both branches are evaluated on arguments inside their domain, then selected."""
+    if getattr(x, 'dtype', np.dtype(float)).kind == 'c':
+        raise TypeError('i0 not supported for complex values')
+    ax = np.abs(x)
+    small = np.minimum(ax, 8.0)
+    large = np.maximum(ax, 8.0)
+    return np.where(ax <= 8.0, np.exp(small) * _chbevl(small / 2.0 - 2, _i0A),
+                    np.exp(large) * _chbevl(32.0 / large - 2.0, _i0B) / np.sqrt(large))
+
+
+defcomposite(np.i0, _i0)
+defcomposite(np.fix, lambda x, out=None: np.trunc(x) if out is None else np.trunc(x, out=out))
+defcomposite(np.sort_complex, lambda a: np.astype(np.sort(a), np.result_type(a, 1j)))

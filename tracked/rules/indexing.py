@@ -60,7 +60,7 @@ def _is_view(idx, ndim):
 
 def _scatter_add_fwd(g, idx, shape, unique=None):
     g = np.asarray(g)
-    out = np.zeros(shape, dtype=g.dtype if g.dtype.kind == 'f' else np.float64)
+    out = np.zeros(shape, dtype=g.dtype if g.dtype.kind in 'fc' else np.float64)
     if unique is None:
         unique = not has_int_arrays(idx)
     if unique:

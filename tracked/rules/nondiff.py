@@ -37,6 +37,16 @@ nondifferentiable(
     np.shares_memory, np.may_share_memory,
     # arrays made from a value's shape and dtype only (np.full_like: below)
     np.zeros_like, np.ones_like, np.empty_like,
+    # more positions, counts and bins (piecewise constant in the values)
+    np.nanargmax, np.nanargmin, np.digitize, np.histogram_bin_edges, np.ravel_multi_index,
+    np.unravel_index, np.ix_, np.diag_indices_from, np.tril_indices_from, np.triu_indices_from,
+    np.bitwise_count, np.packbits, np.unpackbits, np.spacing, np.isnat,
+    # set operations: sorted distinct values and membership
+    np.unique, np.unique_all, np.unique_counts, np.unique_inverse, np.unique_values,
+    np.intersect1d, np.union1d, np.setdiff1d, np.setxor1d, np.isin,
+    # text, dtypes, dates, contraction plans
+    np.array2string, np.array_repr, np.array_str, np.common_type, np.min_scalar_type,
+    np.busday_count, np.busday_offset, np.is_busday, np.datetime_as_string, np.einsum_path,
 )
 
 

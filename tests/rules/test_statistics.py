@@ -1,0 +1,121 @@
+"""Statistics rules: finite-difference cases (every quantile method), NumPy's values,
+NaN handling, keyword forms and tape replays with another ordering."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tracked as tr
+
+from .harness import arg, case, const, parametrize
+
+S1, S2, S3 = (7,), (4, 5), (3, 4, 5)
+METHODS = ('inverted_cdf', 'averaged_inverted_cdf', 'closest_observation',
+           'interpolated_inverted_cdf', 'hazen', 'weibull', 'linear', 'median_unbiased',
+           'normal_unbiased', 'lower', 'higher', 'midpoint', 'nearest')
+NANS = arg(None, values=[[1.0, np.nan, 3.0, 0.2], [0.5, 2.0, np.nan, np.nan], [0.1, 0.4, 0.9, 1.6]])
+Q = np.array([0.1, 0.45, 0.83])
+
+CASES = (
+    [case(np.quantile, S3, const(Q), kwargs=dict(axis=1, method=m)) for m in METHODS]
+    + [case(np.quantile, S2, const(0.3), kwargs=dict(method=m)) for m in METHODS]
+    + [case(lambda q, m=m: np.quantile(np.linspace(-1.0, 2.0, 9) ** 3, q, method=m),
+            arg((2,), 0.3, 0.35), covers=np.quantile, name=f'quantile(q, {m})')
+       for m in ('linear', 'hazen', 'weibull', 'median_unbiased', 'normal_unbiased',
+                 'interpolated_inverted_cdf')]
+    + [
+        case(np.quantile, S3, const(0.7), kwargs=dict(axis=(0, 2), keepdims=True)),
+        case(np.quantile, S1, const(Q), const(0)),
+        case(np.percentile, S2, const([10.0, 60.0]), kwargs=dict(axis=0)),
+        case(np.percentile, S3, const(35.0), kwargs=dict(axis=-1, method='midpoint', keepdims=True)),
+        case(np.median, S1), case(np.median, (6,)), case(np.median, S2, const(1)),
+        case(np.median, S3, kwargs=dict(axis=(0, 1), keepdims=True)), case(np.median, ()),
+        case(np.nanmedian, NANS, kwargs=dict(axis=1)), case(np.nanmedian, S2),
+        case(np.nanquantile, NANS, const(Q), kwargs=dict(axis=1)),
+        case(np.nanpercentile, NANS, const(40.0), kwargs=dict(axis=0, method='hazen')),
+        case(np.nanprod, NANS, kwargs=dict(axis=1)), case(np.nanprod, S2),
+        case(np.nanvar, NANS, kwargs=dict(axis=1)), case(np.nanvar, S3, kwargs=dict(ddof=1)),
+        case(np.nanstd, NANS, kwargs=dict(axis=0, keepdims=True)), case(np.nanstd, S2, const(1)),
+        case(np.nancumsum, NANS, kwargs=dict(axis=1)), case(np.nancumsum, S2),
+        case(np.nancumprod, NANS, kwargs=dict(axis=0)), case(np.nancumprod, S1),
+        case(np.ptp, S2), case(np.ptp, S3, kwargs=dict(axis=1, keepdims=True)), case(np.ptp, ()),
+        case(np.cumulative_sum, S1), case(np.cumulative_sum, S2, kwargs=dict(axis=1,
+                                                                           include_initial=True)),
+        case(np.cumulative_prod, S1, kwargs=dict(include_initial=True)),
+        case(np.cumulative_prod, S3, kwargs=dict(axis=-1)),
+        case(np.cov, S2), case(np.cov, S2, kwargs=dict(rowvar=False, bias=True)),
+        case(np.cov, S1, S1), case(np.cov, S2, kwargs=dict(ddof=2)),
+        case(np.cov, S2, kwargs=dict(fweights=np.array([1, 2, 1, 3, 1]))),
+        case(lambda m, w: np.cov(m, aweights=w), S2, arg((5,), 0.5, 2.0), covers=np.cov,
+             name='cov(aweights tracked)'),
+        case(np.corrcoef, S2), case(np.corrcoef, S1, S1), case(np.corrcoef, S2, const(None), const(False)),
+    ]
+)
+
+
+@parametrize(CASES)
+def test_statistics_against_finite_differences(c):
+    c.check()
+
+
+@pytest.mark.parametrize('method', METHODS)
+def test_quantile_values_are_numpys(method):
+    x = np.random.default_rng(1).standard_normal((3, 6, 5))
+    for q in (0.0, 0.31, 1.0, Q):
+        for kw in ({}, {'axis': 1}, {'axis': (0, 2), 'keepdims': True}):
+            got = tr.data(np.quantile(tr.param(x), q, method=method, **kw))
+            np.testing.assert_allclose(got, np.quantile(x, q, method=method, **kw), rtol=1e-14)
+
+
+def test_median_gradient_even_and_odd():
+    g = tr.gradient(np.median, np.array([3.0, 1.0, 2.0]))[0]
+    np.testing.assert_array_equal(g, [0.0, 0.0, 1.0])
+    g = tr.gradient(np.median, np.array([4.0, 1.0, 3.0, 2.0]))[0]
+    np.testing.assert_array_equal(g, [0.0, 0.0, 0.5, 0.5])
+
+
+def test_nan_forms_skip_nans_with_finite_gradients():
+    x = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan], [2.0, 5.0, 4.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)
+        for f in (lambda v: np.nanmedian(v, axis=1), lambda v: np.nanvar(v, axis=1),
+                  lambda v: np.nanpercentile(v, 30, axis=1), lambda v: np.median(v, axis=1)):
+            np.testing.assert_allclose(tr.data(f(tr.param(x))), f(x), equal_nan=True)
+            g = tr.gradient(lambda v: np.nansum(f(v)), x)[0]
+            assert np.all(np.isfinite(g))
+        np.testing.assert_allclose(tr.gradient(lambda v: np.nanmedian(v, axis=1)[2], x)[0][2],
+                                   [0.0, 0.0, 1.0])
+
+
+def test_nan_in_plain_median_gives_nan():
+    y = np.median(tr.param(np.array([1.0, np.nan, 2.0])))
+    assert np.isnan(tr.data(y))
+
+
+def test_recorded_tape_sorts_the_new_values():
+    rng = np.random.default_rng(2)
+    f = lambda v: np.sum(np.median(v, axis=1) ** 2) + np.percentile(v, 30) + np.nanvar(v)
+    tape = tr.GradientTape(f, rng.standard_normal((3, 5)))
+    ctape = tr.compile(tape)
+    for _ in range(3):
+        x2 = rng.standard_normal((3, 5))        # another ordering
+        np.testing.assert_allclose(tape.gradient(x2)[0], tr.gradient(f, x2)[0])
+        np.testing.assert_allclose(ctape.gradient(x2)[0], tr.gradient(f, x2)[0])
+
+
+def test_keyword_arguments():
+    x = np.random.default_rng(3).standard_normal((4, 5))
+    w = np.linspace(0.5, 2.0, 5)
+    assert tr.gradcheck(lambda a, q: np.quantile(a=a, q=q, axis=1), x, np.array([0.2, 0.7]))
+    assert tr.gradcheck(lambda m, ww: np.cov(m=m, aweights=ww), x, w)
+    assert tr.gradcheck(lambda a: np.percentile(a, q=40.0, axis=0, method='hazen'), x)
+
+
+def test_errors():
+    p = tr.param(np.ones(4))
+    with pytest.raises(ValueError, match='range'):
+        np.quantile(p, 1.5)
+    with pytest.raises(ValueError, match='valid method'):
+        np.quantile(p, 0.5, method='nope')
+    with pytest.raises(TypeError, match='out='):
+        np.median(p, out=np.zeros(()))
