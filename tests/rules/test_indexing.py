@@ -283,7 +283,6 @@ def test_full_like_with_tracked_fill_value_is_differentiable():
 # --------------------------------------------------------------------------
 
 @pytest.mark.parametrize('call, name', [
-    (lambda x: np.fft.fft(x), 'np.fft.fft'),
     (lambda x: np.histogram(x), 'np.histogram'),
     (lambda x: np.unique(x), 'np.unique'),
     (lambda x: np.add.at(x, [0], 1.0), 'np.add.at'),
