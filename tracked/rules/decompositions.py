@@ -49,9 +49,7 @@ def _eigh_vjp(g, ans, a, UPLO='L'):
     gw, gv = g
     w, v = ans
     vh = mH(v)
-    inner = 0.0
-    if gw is not None:
-        inner = diag_embed(gw)
+    inner = 0.0 if gw is None else diag_embed(gw)
     if gv is not None:
         inner = inner + inverse_gaps(w) * (vh @ gv)
     return fold_triangle(v @ inner @ vh, lower=UPLO.upper() == 'L')
@@ -79,9 +77,7 @@ def _eig_vjp(g, ans, a):
     gw, gv = g
     w, v = ans
     vh = mH(v)
-    inner = 0.0
-    if gw is not None:
-        inner = diag_embed(gw)
+    inner = 0.0 if gw is None else diag_embed(gw)
     if gv is not None:
         vhg = vh @ gv
         inner = inner + conj(inverse_gaps(w)) * (vhg - (vh @ v) * row(np.real(diag_part(vhg))))
@@ -115,7 +111,8 @@ def _svd_fwd(a, full_matrices=True):
 
 
 def _svd_split(u, s, vh):
-    """``(u, v, u_perp, v_perp)``: the first k columns of U and V, and the rest (or None)."""
+    """``(u, v, u_perp, v_perp, tall, wide)``: the first k columns of U and V, the rest
+    (None if there are none), and whether U (V) has rows beyond the first k."""
     k = shape_of(s)[-1]
     m, n = shape_of(u)[-2], shape_of(vh)[-1]
     up = u[..., :, k:] if shape_of(u)[-1] > k else None
@@ -139,14 +136,19 @@ def _svd_vjp(g, ans, a, full_matrices=True):
     inner = 0.0 if gs is None else diag_embed(gs)
     f = inverse_gaps(s * s)
     sc = row(s)                                   # X * sc = X S; col(s) * X = S X
-    for gw, w, left in ((gu, u, False), (gv, v, True)):
-        if gw is None:
-            continue
-        j = mH(w) @ gw
-        inner = inner + (col(s) * (f * (j - mH(j))) if left else (f * (j - mH(j))) * sc)
-        if is_complex(j):     # the phase: i Im diag(U^H gU - V^H gV) / 2S
-            im = np.imag(diag_part(j)) / (2 * s)
-            inner = inner + diag_embed((-1j if left else 1j) * im)
+    phase = 0.0                                   # Im diag(U^H gU - V^H gV), complex only
+    if gu is not None:
+        j = mH(u) @ gu
+        inner = inner + (f * (j - mH(j))) * sc    # F o (J - J^H) S
+        if is_complex(j):
+            phase = np.imag(diag_part(j))
+    if gv is not None:
+        j = mH(v) @ gv
+        inner = inner + col(s) * (f * (j - mH(j)))  # S F o (K - K^H)
+        if is_complex(j):
+            phase = phase - np.imag(diag_part(j))
+    if not isinstance(phase, float):
+        inner = inner + diag_embed(1j * phase / (2 * s))
     ga = u @ inner @ mH(v)
     if gu is not None and tall:                   # (I - U U^H) gU S^-1 V^H
         ga = ga + ((gu - u @ (mH(u) @ gu)) / sc) @ mH(v)

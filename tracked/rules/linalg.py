@@ -217,6 +217,8 @@ def _lstsq_vjp_b(g, ans, a, b, rcond=None):
 
 
 def _lstsq_vjp_a(g, ans, a, b, rcond=None):
+    # Abar = -bbar x^H + r (A^+ bbar)^H + A^+H x ((I - A^+ A) xbar)^H; bbar's residual
+    # part adds nothing to the middle term (A^+ r = 0)
     gx, _, _, gsv = g
     x = ans[0]
     xx, bb, gxx = _as_columns(b, x, b, gx)
@@ -224,10 +226,9 @@ def _lstsq_vjp_a(g, ans, a, b, rcond=None):
     ga = 0.0 if gb is None else -(gb @ mH(xx))
     if gxx is not None:
         r = bb - a @ xx
-        gbx = _pinv_apply(mH(a), gxx, rcond)                      # A^+H xbar
         w = _pinv_apply(mH(a), xx, rcond)                         # A^+H x
         gx_perp = gxx - _pinv_apply(a, a @ gxx, rcond)            # (I - A^+ A) xbar
-        ga = ga + r @ mH(_pinv_apply(a, gbx, rcond)) + w @ mH(gx_perp)
+        ga = ga + r @ mH(_pinv_apply(a, gb, rcond)) + w @ mH(gx_perp)
     if gsv is not None:
         u, _, vh = np.linalg.svd(a, full_matrices=False)
         ga = ga + (u * row(gsv)) @ vh
