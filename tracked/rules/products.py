@@ -62,16 +62,16 @@ def _matmul_batched(ts, ans, a, b, **kwargs):
     # batch of vectors on the right is made a stack of columns.  A vector against a
     # stack of matrices is left to the one-at-a-time path.
     ta, tb = ts
-    a, b = _arr(a), _arr(b)
+    a, b = arr(a), arr(b)
     if (a.ndim == 1 and b.ndim > 2) or (b.ndim == 1 and a.ndim > 2):
         return NotImplemented
-    nd = len(_shape(ans))
+    nd = len(shape_of(ans))
     out = None
     if ta is not None:
         out = np.matmul(_pad_batch(ta, nd - a.ndim) if b.ndim > 1 else ta, b)
     if tb is not None:
         if b.ndim == 1:
-            term = np.reshape(np.matmul(a, _col(tb)), _shape(tb)[:1] + tuple(_shape(ans)))
+            term = np.reshape(np.matmul(a, col(tb)), shape_of(tb)[:1] + shape_of(ans))
         else:
             term = np.matmul(a, _pad_batch(tb, nd - b.ndim if a.ndim > 1 else 0))
         out = term if out is None else out + term
@@ -82,7 +82,7 @@ def _pad_batch(t, extra):
     """Size-1 axes after the leading (batch) axis of ``t``."""
     if extra <= 0:
         return t
-    s = tuple(_shape(t))
+    s = shape_of(t)
     return np.reshape(t, s[:1] + (1,) * extra + s[1:])
 
 
