@@ -61,7 +61,7 @@ def _eigh_jvp(t, ans, a, UPLO='L'):
     return np.real(diag_part(p)), v @ (inverse_gaps(w) * p)
 
 
-defvjp(np.linalg.eigh, _eigh_vjp, multi=True, jvp=_eigh_jvp)
+defvjp(np.linalg.eigh, _eigh_vjp, multi=True, jvp=_eigh_jvp, batched=_eigh_jvp)
 defcomposite(np.linalg.eigvalsh, lambda a, UPLO='L': np.linalg.eigh(a, UPLO=UPLO)[0])
 
 
@@ -92,7 +92,7 @@ def _eig_jvp(t, ans, a):
     return diag_part(p), v @ c
 
 
-defvjp(np.linalg.eig, _eig_vjp, multi=True, jvp=_eig_jvp)
+defvjp(np.linalg.eig, _eig_vjp, multi=True, jvp=_eig_jvp, batched=_eig_jvp)
 defcomposite(np.linalg.eigvals, lambda a: np.linalg.eig(a)[0])
 
 
@@ -187,7 +187,8 @@ def _svd_jvp(t, ans, a, full_matrices=True):
     return du, np.real(diag_part(dp)), mH(dv)
 
 
-_svd_prim = Primitive(_svd_fwd, (_svd_vjp,), name='np.linalg.svd', multi=True, jvp=_svd_jvp)
+_svd_prim = Primitive(_svd_fwd, (_svd_vjp,), name='np.linalg.svd', multi=True, jvp=_svd_jvp,
+                      batched=_svd_jvp)
 _SVDResult = type(np.linalg.svd(np.eye(1)))
 
 
@@ -290,12 +291,13 @@ def _qr_jvp(t, ans, a, mode='reduced'):
         dq, dr = _qr_square_jvp(q1, r1, ta)
         dqp = -(q1 @ mH(right_solve(mH(qp) @ ta, r1)))
         return (np.concatenate([dq, dqp], axis=-1),
-                np.concatenate([dr, np.zeros(shape_of(r)[:-2] + (m - n, n), dtype_of(dr))],
+                np.concatenate([dr, np.zeros(shape_of(dr)[:-2] + (m - n, n), dtype_of(dr))],
                                axis=-2))
     return _qr_square_jvp(q, r, ta)
 
 
-_qr_prim = Primitive(_qr_fwd, (_qr_vjp,), name='np.linalg.qr', multi=True, jvp=_qr_jvp)
+_qr_prim = Primitive(_qr_fwd, (_qr_vjp,), name='np.linalg.qr', multi=True, jvp=_qr_jvp,
+                     batched=_qr_jvp)
 
 
 def _qr(a, mode='reduced'):

@@ -91,10 +91,18 @@ def _irfft_vjp(g, ans, a, n=None, axis=-1, norm=None, out=None):
     return _fit_axis(gx, axis, shape_of(a)[axis])
 
 
-defvjp(np.fft.fft, _fft_vjp, fn=_forward(np.fft.fft, 'np.fft.fft'), linear='joint')
-defvjp(np.fft.ifft, _ifft_vjp, fn=_forward(np.fft.ifft, 'np.fft.ifft'), linear='joint')
-defvjp(np.fft.rfft, _rfft_vjp, fn=_forward(np.fft.rfft, 'np.fft.rfft'), linear='joint')
-defvjp(np.fft.irfft, _irfft_vjp, fn=_forward(np.fft.irfft, 'np.fft.irfft'), linear='joint')
+def _batched(fun):
+    """The transform of tangents stacked along a leading axis: ``axis`` counted from
+    the end."""
+    def batched(ts, ans, a, n=None, axis=-1, norm=None, out=None):
+        return fun(ts[0], n, axis - len(shape_of(a)) if axis >= 0 else axis, norm)
+    return batched
+
+
+for _fun, _vjp in ((np.fft.fft, _fft_vjp), (np.fft.ifft, _ifft_vjp), (np.fft.rfft, _rfft_vjp),
+                   (np.fft.irfft, _irfft_vjp)):
+    defvjp(_fun, _vjp, fn=_forward(_fun, 'np.fft.' + _fun.__name__), linear='joint',
+           batched=_batched(_fun))
 
 
 # --------------------------------------------------------------------------

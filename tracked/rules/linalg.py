@@ -31,7 +31,7 @@ import numpy as np
 from ..registry import Primitive, defcomposite, defvjp, nondifferentiable
 from ..values import apply
 from .matrices import (arr, col, conj, dtype_of, eye, fold_triangle, hermitian_part,
-                       is_complex, mH, right_solve, row, shape_of, solve, trace)
+                       is_complex, mH, pad_batch, right_solve, row, shape_of, solve, trace)
 
 
 # --------------------------------------------------------------------------
@@ -43,7 +43,11 @@ def _inv_vjp(g, ans, a):
     return -(ah @ g @ ah)
 
 
-defvjp(np.linalg.inv, _inv_vjp, jvp=lambda t, ans, a: -(ans @ t[0] @ ans))
+def _inv_jvp(t, ans, a):
+    return -(ans @ t[0] @ ans)
+
+
+defvjp(np.linalg.inv, _inv_vjp, jvp=_inv_jvp, batched=_inv_jvp)
 
 
 def _det_vjp(g, ans, a):
@@ -51,7 +55,11 @@ def _det_vjp(g, ans, a):
     return col(col(g * conj(ans))) * mH(np.linalg.inv(a))
 
 
-defvjp(np.linalg.det, _det_vjp, jvp=lambda t, ans, a: ans * trace(solve(a, t[0])))
+def _det_jvp(t, ans, a):
+    return ans * trace(solve(a, t[0]))
+
+
+defvjp(np.linalg.det, _det_vjp, jvp=_det_jvp, batched=_det_jvp)
 
 
 def _slogdet_vjp(g, ans, a):
@@ -72,7 +80,7 @@ def _slogdet_jvp(t, ans, a):
     return dsign, np.real(c)
 
 
-defvjp(np.linalg.slogdet, _slogdet_vjp, multi=True, jvp=_slogdet_jvp)
+defvjp(np.linalg.slogdet, _slogdet_vjp, multi=True, jvp=_slogdet_jvp, batched=_slogdet_jvp)
 
 
 def _solve_vjp_b(g, ans, a, b):
@@ -98,10 +106,19 @@ def _solve_jvp(t, ans, a, b):
     if ta is not None:
         rhs = rhs - ta @ x
     dx = solve(a, rhs)
-    return np.reshape(dx, shape_of(ans)) if vector else dx
+    return np.reshape(dx, shape_of(dx)[:-1]) if vector else dx
 
 
-defvjp(np.linalg.solve, _solve_vjp_a, _solve_vjp_b, jvp=_solve_jvp)
+def _solve_batched(t, ans, a, b):
+    core_b = 1 if arr(b).ndim == 1 else 2
+    nb = len(shape_of(ans)) - core_b              # the output's batch axes
+    ta, tb = t
+    ta = None if ta is None else pad_batch(ta, nb - (len(shape_of(a)) - 2))
+    tb = None if tb is None else pad_batch(tb, nb - (len(shape_of(b)) - core_b))
+    return _solve_jvp((ta, tb), ans, a, b)
+
+
+defvjp(np.linalg.solve, _solve_vjp_a, _solve_vjp_b, jvp=_solve_jvp, batched=_solve_batched)
 
 
 # --------------------------------------------------------------------------
@@ -131,7 +148,7 @@ def _cholesky_jvp(t, ans, a, upper=False):
     return mH(dl) if upper else dl
 
 
-defvjp(np.linalg.cholesky, _cholesky_vjp, jvp=_cholesky_jvp)
+defvjp(np.linalg.cholesky, _cholesky_vjp, jvp=_cholesky_jvp, batched=_cholesky_jvp)
 
 
 # --------------------------------------------------------------------------
@@ -167,7 +184,7 @@ def _pinv_jvp(t, ans, a, *args, hermitian=False, **kwargs):
     return -(p @ ta @ p) + (p @ ph) @ th @ left + right @ th @ (ph @ p)
 
 
-defvjp(np.linalg.pinv, _pinv_vjp, jvp=_pinv_jvp)
+defvjp(np.linalg.pinv, _pinv_vjp, jvp=_pinv_jvp, batched=_pinv_jvp)
 
 
 # --------------------------------------------------------------------------
@@ -253,7 +270,7 @@ def _lstsq_jvp(t, ans, a, b, rcond=None):
     d = _pinv_apply(a, rhs, rcond)
     dx = d if dx is None else dx + d
     if _has_residuals(res):
-        dres = 2.0 * np.real(np.sum(conj(r) * rhs, axis=0))
+        dres = 2.0 * np.real(np.sum(conj(r) * rhs, axis=-2))
     if arr(b).ndim == 1:
         dx = np.reshape(dx, shape_of(x))
     return dx, dres, None, dsv
@@ -332,16 +349,18 @@ def _norm_vjp(g, ans, x, ord=None, axis=None, keepdims=False):
 
 
 def _norm_jvp(t, ans, x, ord=None, axis=None, keepdims=False):
-    _, axes, _ = _norm_plan(len(shape_of(x)), ord, axis)
+    nd = len(shape_of(x))
+    _, axes, _ = _norm_plan(nd, ord, axis)
     d = np.real(conj(_norm_grad(x, ans, ord, axis, keepdims)) * t[0])
-    return np.sum(d, axis=axes, keepdims=keepdims)
+    return np.sum(d, axis=tuple(a - nd for a in axes), keepdims=keepdims)   # batches lead
 
 
 def _norm_fwd(x, ord=None, axis=None, keepdims=False):
     return np.linalg.norm(x, ord, axis, keepdims)
 
 
-_norm_prim = Primitive(_norm_fwd, (_norm_vjp,), name='np.linalg.norm', jvp=_norm_jvp)
+_norm_prim = Primitive(_norm_fwd, (_norm_vjp,), name='np.linalg.norm', jvp=_norm_jvp,
+                       batched=_norm_jvp)
 
 
 def _norm(x, ord=None, axis=None, keepdims=False):

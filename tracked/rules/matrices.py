@@ -73,6 +73,15 @@ def moveaxis(x, src, dst):
     return np.transpose(x, tuple(perm))
 
 
+def pad_batch(t, extra):
+    """Tangents stacked along a leading (batch) axis, with ``extra`` size-1 axes after
+    it: aligned with an output that has ``extra`` more axes than their argument."""
+    if extra <= 0:
+        return t
+    s = shape_of(t)
+    return np.reshape(t, s[:1] + (1,) * extra + s[1:])
+
+
 def eye(n, like):
     """The identity of size ``n`` in ``like``'s dtype (float32 stays float32)."""
     return np.eye(n, dtype=dtype_of(like))

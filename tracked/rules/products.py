@@ -18,7 +18,8 @@ import numpy as np
 
 from ..registry import Primitive, defcomposite, defvjp
 from ..values import apply
-from .matrices import arr, col, conj, dtype_of, moveaxis, mT, reject_out, row, shape_of
+from .matrices import (arr, col, conj, dtype_of, moveaxis, mT, pad_batch, reject_out, row,
+                       shape_of)
 
 
 # --------------------------------------------------------------------------
@@ -68,22 +69,14 @@ def _matmul_batched(ts, ans, a, b, **kwargs):
     nd = len(shape_of(ans))
     out = None
     if ta is not None:
-        out = np.matmul(_pad_batch(ta, nd - a.ndim) if b.ndim > 1 else ta, b)
+        out = np.matmul(pad_batch(ta, nd - a.ndim) if b.ndim > 1 else ta, b)
     if tb is not None:
         if b.ndim == 1:
             term = np.reshape(np.matmul(a, col(tb)), shape_of(tb)[:1] + shape_of(ans))
         else:
-            term = np.matmul(a, _pad_batch(tb, nd - b.ndim if a.ndim > 1 else 0))
+            term = np.matmul(a, pad_batch(tb, nd - b.ndim if a.ndim > 1 else 0))
         out = term if out is None else out + term
     return out
-
-
-def _pad_batch(t, extra):
-    """Size-1 axes after the leading (batch) axis of ``t``."""
-    if extra <= 0:
-        return t
-    s = shape_of(t)
-    return np.reshape(t, s[:1] + (1,) * extra + s[1:])
 
 
 defvjp(np.matmul, _matmul_vjp_a, _matmul_vjp_b, fn=_matmul, kernel='matmul', linear='each',
@@ -284,9 +277,20 @@ defcomposite(np.kron, _kron)
 # --------------------------------------------------------------------------
 
 # Re <g, da x b> = Re <conj(b) x g, da> and Re <g, a x db> = Re <g x conj(a), db>
+def _cross_batched(ts, ans, a, b):
+    """The tangent of a batch: each tangent aligned with the output's axes first."""
+    nd = len(shape_of(ans))
+    ta, tb = (None if t is None else pad_batch(t, nd - len(shape_of(x)))
+              for t, x in zip(ts, (a, b)))
+    out = None if ta is None else np.cross(ta, b)
+    if tb is not None:
+        out = np.cross(a, tb) if out is None else out + np.cross(a, tb)
+    return out
+
+
 _cross_last = Primitive(np.cross, (lambda g, ans, a, b: np.cross(conj(b), g),
                                    lambda g, ans, a, b: np.cross(g, conj(a))),
-                        name='np.cross', linear='each')
+                        name='np.cross', linear='each', batched=_cross_batched)
 
 
 def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
