@@ -202,8 +202,19 @@ def test_qr_raw_mode_is_refused():
 
 
 def test_multi_output_primitives_have_tangent_rules():
-    assert decompositions._svd_prim.jvp is not None
-    assert decompositions._qr_prim.jvp is not None
+    for prim in (decompositions._svd_prim, decompositions._qr_prim, decompositions._eig_prim):
+        assert prim.jvp is not None and prim.batched is not None
+
+
+def test_eig_of_a_real_matrix_is_real_when_numpy_s_is_and_guarded():
+    real, pair = np.array([[2.0, 1.0], [0.5, 3.0]]), np.array([[1.0, 2.0], [-2.0, 1.0]])
+    assert LA.eig(tr.param(real))[0].dtype == np.float64
+    assert LA.eig(tr.param(pair))[0].dtype == np.complex128
+    f = lambda a: np.sum(np.abs(LA.eig(a)[0]) ** 2)
+    with pytest.raises(tr.TapeGuardError):
+        tr.GradientTape(f, real).withgradient(pair)      # real eigenvalues turn complex
+    tape = tr.GradientTape(f, real, on_guard='retrace')
+    np.testing.assert_allclose(tape.withgradient(pair)[1][0], tr.gradient(f, pair)[0])
 
 
 # --------------------------------------------------------------------------

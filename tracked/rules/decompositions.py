@@ -2,7 +2,9 @@
 returning NumPy's named tuple (their pullbacks get one cotangent per output, None
 where unused), with an explicit tangent rule; eigvalsh, eigvals, svdvals, svd's
 ``compute_uv=False`` and ``hermitian=True`` forms and qr's ``mode='r'`` are
-composites over them.  Real and complex (Hermitian) inputs alike.
+composites over them.  Real and complex (Hermitian) inputs alike.  eig's primitive
+always returns complex arrays; NumPy's real result for a real spectrum is taken
+from them behind a test that a recorded tape keeps as a guard.
 
 Where a decomposition is not unique, its derivative is defined for losses that do
 not depend on the arbitrary part (the published convention; finite differences of
@@ -92,8 +94,29 @@ def _eig_jvp(t, ans, a):
     return diag_part(p), v @ c
 
 
-defvjp(np.linalg.eig, _eig_vjp, multi=True, jvp=_eig_jvp, batched=_eig_jvp)
-defcomposite(np.linalg.eigvals, lambda a: np.linalg.eig(a)[0])
+def _eig_fwd(a):
+    """eig with complex outputs always (NumPy's are real when every eigenvalue is)."""
+    w, v = np.linalg.eig(a)
+    return _EigResult(w.astype(np.result_type(w, 1j)), v.astype(np.result_type(v, 1j)))
+
+
+_EigResult = type(np.linalg.eig(np.eye(1)))
+_eig_prim = Primitive(_eig_fwd, (_eig_vjp,), name='np.linalg.eig', multi=True, jvp=_eig_jvp,
+                      batched=_eig_jvp)
+
+
+def _eig(a):
+    # NumPy returns real arrays when a real matrix has only real eigenvalues: the same
+    # test here is a guard on a recorded tape, which a replay where they turn complex
+    # fails instead of reusing the real entries' gradient.
+    res = apply(_eig_prim, (a,), {})
+    if not is_complex(a) and np.all(np.imag(res[0]) == 0):
+        return _EigResult(np.real(res[0]), np.real(res[1]))
+    return res
+
+
+defcomposite(np.linalg.eig, _eig)
+defcomposite(np.linalg.eigvals, lambda a: _eig(a)[0])
 
 
 # --------------------------------------------------------------------------
