@@ -336,6 +336,19 @@ def test_nuclear_norm_gradient_and_third_order():
     assert tr.gradcheck(lambda x: np.linalg.norm(x, 'nuc'), a, order=3)
 
 
+def test_nuclear_norm_hessian_at_repeated_singular_values():
+    # ||Q + tH||_* = ||I + t Q^T H||_*: the Hessian at an orthogonal Q maps H to
+    # Q (Q^T H - H^T Q) / 2, although every singular value there is 1
+    rng = np.random.default_rng(3)
+    h = rng.standard_normal((3, 3))
+    for q in (np.eye(3), np.linalg.qr(rng.standard_normal((3, 3)))[0]):
+        expected = q @ (q.T @ h - h.T @ q) / 2
+        np.testing.assert_allclose(tr.hvp(lambda x: np.linalg.norm(x, 'nuc'), q, h), expected,
+                                   atol=1e-12)
+        hr = tr.hessian_reverse(lambda x: np.linalg.norm(x, 'nuc'), q)
+        np.testing.assert_allclose(hr @ h.ravel(), expected.ravel(), atol=1e-12)
+
+
 @pytest.mark.parametrize('f', [np.linalg.norm, np.linalg.cond,
                                lambda x: np.linalg.norm(x, 'nuc'),
                                lambda x: np.linalg.vector_norm(x, ord=3)])

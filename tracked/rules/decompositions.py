@@ -37,8 +37,8 @@ import numpy as np
 from ..registry import Primitive, defcomposite, defvjp
 from ..values import apply
 from .matrices import (arr, col, conj, diag_embed, diag_part, dtype_of, fold_triangle,
-                       hermitian_part, inverse_gaps, is_complex, mH, right_solve, row, shape_of,
-                       solve)
+                       hermitian_part, inverse_gaps, is_complex, mH, real_dtype, right_solve, row,
+                       shape_of, solve)
 
 
 # --------------------------------------------------------------------------
@@ -128,6 +128,11 @@ defcomposite(np.linalg.eigvals, lambda a: _eig(a)[0])
 #   plus (I - U U^H) dA V S^-1 in dU and (I - V V^H) dA^H U S^-1 in dV.
 # Extra columns of a full U (rows of Vh): dU_perp = -U S^-1 V^H dA^H U_perp (and
 # dV_perp = -V S^-1 U^H dA V_perp).  The pullback is the adjoint of all of it.
+# F o (X S + S Y) is computed as (X + Y)/2 o 1/(s_j - s_i) + (X - Y)/2 o 1/(s_j + s_i):
+# the first term alone is undefined at repeated singular values (dropped there), the
+# second stays exact, which is all that losses of the singular values need (the
+# nuclear norm's Hessian at an orthogonal matrix, say).  F o (X S + S Y) directly
+# would lose the second term at exact repeats and cancel catastrophically near them.
 
 def _svd_fwd(a, full_matrices=True):
     return np.linalg.svd(a, full_matrices=full_matrices)
@@ -141,6 +146,20 @@ def _svd_split(u, s, vh):
     up = u[..., :, k:] if shape_of(u)[-1] > k else None
     vp = mH(vh[..., k:, :]) if shape_of(vh)[-2] > k else None
     return u[..., :, :k], mH(vh[..., :k, :]), up, vp, m > k, n > k
+
+
+def _gap_products(s, x, y):
+    """``F o (x S + S y)`` and ``F o (S x + y S)``, F[i, j] = 1/(s_j^2 - s_i^2), 0 on the
+    diagonal; a pair of singular values equal to rounding contributes only its
+    well-defined part (see above)."""
+    diff = row(s) - col(s)
+    tol = 8 * np.finfo(real_dtype(s)).eps * np.max(s, axis=-1, keepdims=True)[..., None]
+    same = np.abs(diff) <= tol                    # the diagonal, and repeats
+    total = row(s) + col(s)
+    zero = total == 0
+    minus = (x + y) * (0.5 * ~same / (diff + same))
+    plus = (x - y) * (0.5 * ~(zero | np.eye(shape_of(s)[-1], dtype=bool)) / (total + zero))
+    return minus + plus, minus - plus
 
 
 def _svd_vjp(g, ans, a, full_matrices=True):
@@ -157,19 +176,21 @@ def _svd_vjp(g, ans, a, full_matrices=True):
         if vp is not None:
             gvp = mH(gvh[..., k:, :])
     inner = 0.0 if gs is None else diag_embed(gs)
-    f = inverse_gaps(s * s)
     sc = row(s)                                   # X * sc = X S; col(s) * X = S X
-    phase = 0.0                                   # Im diag(U^H gU - V^H gV), complex only
+    skew_u = skew_v = 0.0                         # J - J^H, K - K^H
+    phase = 0.0                                   # Im diag(J - K), complex only
     if gu is not None:
-        j = mH(u) @ gu
-        inner = inner + (f * (j - mH(j))) * sc    # F o (J - J^H) S
+        j = mH(u) @ gu                            # J
+        skew_u = j - mH(j)
         if is_complex(j):
             phase = np.imag(diag_part(j))
     if gv is not None:
-        j = mH(v) @ gv
-        inner = inner + col(s) * (f * (j - mH(j)))  # S F o (K - K^H)
+        j = mH(v) @ gv                            # K
+        skew_v = j - mH(j)
         if is_complex(j):
             phase = phase - np.imag(diag_part(j))
+    if gu is not None or gv is not None:          # F o ((J - J^H) S + S (K - K^H))
+        inner = inner + _gap_products(s, skew_u, skew_v)[0]
     if not isinstance(phase, float):
         inner = inner + diag_embed(1j * phase / (2 * s))
     ga = u @ inner @ mH(v)
@@ -191,9 +212,7 @@ def _svd_jvp(t, ans, a, full_matrices=True):
     sc = row(s)
     dp = mH(u) @ ta @ v
     dph = mH(dp)
-    f = inverse_gaps(s * s)
-    ou = f * (dp * sc + col(s) * dph)
-    ov = f * (col(s) * dp + dph * sc)
+    ou, ov = _gap_products(s, dp, dph)
     if is_complex(dp):
         half = diag_embed(1j * np.imag(diag_part(dp)) / (2 * s))
         ou, ov = ou + half, ov - half
