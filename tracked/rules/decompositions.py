@@ -16,10 +16,12 @@ NumPy's outputs agree on such losses):
   and V for the SVD); eig's eigenvectors keep unit norm, as NumPy returns them.
 - Exactly repeated eigenvalues (singular values) make the eigenvector (singular
   vector) derivative undefined; those pairs contribute nothing instead of
-  0 * inf = nan, so losses of the eigenvalues (singular values) alone, and of
-  quantities invariant under rotations within the repeated subspace, stay finite
-  and correct at degenerate points such as the identity.  For other losses the
-  result at such points is a documented choice, not a derivative.
+  0 * inf = nan, so first derivatives of the eigenvalues (singular values) alone,
+  and of quantities invariant under rotations within the repeated subspace, stay
+  finite and correct at degenerate points such as the identity.  The SVD keeps the
+  part that stays defined (singular values equal to rounding count as repeated), so
+  second derivatives of functions of the singular values are right there too; for
+  other losses the result at such points is a documented choice, not a derivative.
 - svd with ``full_matrices=True`` and qr with ``mode='complete'`` return columns
   (rows of Vh) spanning the complement of the range, determined only up to a
   rotation among themselves.  Their derivative is the one that keeps that rotation
