@@ -7,7 +7,7 @@ import pytest
 import tracked as tr
 from tracked.rules import decompositions
 
-from .harness import case, parametrize
+from .harness import case, grad, parametrize
 from .matrix_args import C, distinct_eigs, full_rank, spd, with_spectrum
 
 LA = np.linalg
@@ -160,10 +160,6 @@ CASES = [
 @parametrize(CASES)
 def test_case(c):
     c.check()
-
-
-def grad(f, x):
-    return tr.gradient(f, x)[0]
 
 
 # --------------------------------------------------------------------------

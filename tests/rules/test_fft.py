@@ -5,7 +5,7 @@ import pytest
 
 import tracked as tr
 
-from .harness import arg, case, parametrize
+from .harness import arg, case, grad, parametrize
 
 C = np.complex128
 F = np.fft
@@ -86,10 +86,6 @@ CASES = [
 @parametrize(CASES)
 def test_case(c):
     c.check()
-
-
-def grad(f, x):
-    return tr.gradient(f, x)[0]
 
 
 @pytest.mark.parametrize('call', [

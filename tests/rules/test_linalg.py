@@ -7,7 +7,7 @@ import tracked as tr
 from tracked import registry
 from tracked.api import vjp
 
-from .harness import arg, case, const, parametrize
+from .harness import arg, case, const, grad, parametrize
 from .matrix_args import C, dd, dd_negdet, full_rank, spd, with_spectrum
 
 S0, S1, S2, S3 = (), (5,), (3, 4), (2, 3, 4)
@@ -197,10 +197,6 @@ def test_case(c):
     c.check()
 
 
-def grad(f, x):
-    return tr.gradient(f, x)[0]
-
-
 # --------------------------------------------------------------------------
 # Closed forms and results like NumPy's
 # --------------------------------------------------------------------------
@@ -349,15 +345,29 @@ def test_nuclear_norm_hessian_at_repeated_singular_values():
         np.testing.assert_allclose(hr @ h.ravel(), expected.ravel(), atol=1e-12)
 
 
-@pytest.mark.parametrize('f', [np.linalg.norm, np.linalg.cond,
-                               lambda x: np.linalg.norm(x, 'nuc'),
-                               lambda x: np.linalg.vector_norm(x, ord=3)])
-def test_norms_float32_preserved(f):
-    x32 = np.random.default_rng(0).uniform(0.5, 2.0, (3, 3)).astype(np.float32)
+F32_NORMS = [{}, {'ord': 1, 'axis': 0}, {'ord': 'nuc'}, {'ord': 2}, {'ord': np.inf},
+             {'ord': 3, 'axis': 1}, {'ord': -2}]
+
+
+@pytest.mark.parametrize('kw', F32_NORMS, ids=[str(kw) for kw in F32_NORMS])
+def test_norms_float32_preserved(kw):
+    x32 = np.random.default_rng(0).uniform(0.5, 2.0, (3, 4)).astype(np.float32)
     p = tr.param(x32)
+    y = np.linalg.norm(p, **kw)
+    assert y.dtype == np.float32
+    tr.back(np.sum(y))
+    assert p.grad.dtype == np.float32
+    g64 = grad(lambda v: np.sum(np.linalg.norm(v, **kw)), x32.astype(np.float64))
+    np.testing.assert_allclose(p.grad, g64, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize('f', [np.linalg.cond, np.linalg.svdvals,
+                               lambda x: np.linalg.vector_norm(x, ord=3)])
+def test_float32_preserved_by_composites(f):
+    p = tr.param(np.random.default_rng(0).uniform(0.5, 2.0, (3, 3)).astype(np.float32))
     y = f(p)
     assert y.dtype == np.float32
-    tr.back(y)
+    tr.back(np.sum(y))
     assert p.grad.dtype == np.float32
 
 
