@@ -469,25 +469,27 @@ def backward(root, seed, retain=False, private=False, sparse=False):
 
 _protected = {}         # id(array) -> [array, number of live entries protecting it]
 _finalizers = {}        # id(node) -> weak reference whose callback unprotects
+_lock = threading.Lock()   # the counts are shared by threads (a constant used by several)
 
 
 def protect(node, arrays):
     """Make ``arrays`` (saved by ``node``) read-only while ``node`` lives or until it is
     released; an array that was already read-only is left as it is."""
     kept = []
-    for a in arrays:
-        entry = _protected.get(id(a))
-        if entry is not None and entry[0] is a:
-            entry[1] += 1
-        elif a.flags.writeable:
-            try:
-                a.flags.writeable = False
-            except ValueError:          # a view of memory NumPy cannot lock: skip it
+    with _lock:
+        for a in arrays:
+            entry = _protected.get(id(a))
+            if entry is not None and entry[0] is a:
+                entry[1] += 1
+            elif a.flags.writeable:
+                try:
+                    a.flags.writeable = False
+                except ValueError:      # a view of memory NumPy cannot lock: skip it
+                    continue
+                _protected[id(a)] = [a, 1]
+            else:
                 continue
-            _protected[id(a)] = [a, 1]
-        else:
-            continue
-        kept.append(a)
+            kept.append(a)
     if kept:
         node.protects = kept
         key = id(node)
@@ -500,21 +502,22 @@ def release_protections():
     for key, ref in list(_finalizers.items()):
         node = ref()
         if node is not None and node.args is None:
-            kept = node.protects
-            node.protects = None
-            _release(key, kept)
+            _release(key, node.protects)
 
 
 def _release(key, kept):
+    # Popping the key decides which caller releases (the weak reference's callback,
+    # or a backward pass in any thread): dict.pop is atomic.
     if _finalizers.pop(key, None) is None:
-        return                          # released already
-    for a in kept:
-        entry = _protected.get(id(a))
-        if entry is not None and entry[0] is a:
-            entry[1] -= 1
-            if entry[1] == 0:
-                del _protected[id(a)]
-                a.flags.writeable = True
+        return
+    with _lock:
+        for a in kept:
+            entry = _protected.get(id(a))
+            if entry is not None and entry[0] is a:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del _protected[id(a)]
+                    a.flags.writeable = True
 
 
 def protected(a):

@@ -67,3 +67,8 @@ def case(fun, *specs, **kw):
 def parametrize(cases):
     """Decorate a test taking ``c`` with one parameter per case."""
     return pytest.mark.parametrize('c', cases, ids=[c.id for c in cases])
+
+
+def grad(f, x):
+    """The gradient of ``f`` at ``x`` (one argument), for targeted tests."""
+    return tr.gradient(f, x)[0]

@@ -5,5 +5,6 @@ pullback has the signature ``vjp(g, ans, *args, **kwargs)`` and is written with
 NumPy operations (never by reaching into ``.data``), so that it is differentiable
 itself.  Broadcasting is undone centrally by the tape, not here.
 """
-from . import (elementwise, reductions, linalg, shape, indexing, nondiff,  # noqa: F401
-               ufunc_methods, statistics, signal, polynomials, construction, unsupported)
+from . import (elementwise, reductions, products, linalg, decompositions, fft, shape,  # noqa: F401
+               indexing, nondiff, ufunc_methods, statistics, signal, polynomials, construction,
+               unsupported)

@@ -141,9 +141,11 @@ def zero_at(g, idx):
 # --------------------------------------------------------------------------
 
 def _getitem_vjp(g, ans, x, idx):
-    if type(idx) is slice and type(g) is np.ndarray:    # x[a:b], first order (the common case)
+    # tape.SparseCotangent materialises into a real buffer: a complex cotangent goes dense
+    dense = getattr(getattr(g, 'dtype', None), 'kind', 'f') == 'c'
+    if type(idx) is slice and type(g) is np.ndarray and not dense:   # x[a:b], first order
         return SparseCotangent(g, idx, x.shape, True)
-    if isinstance(g, Tracked) or _contains_tracked(idx):   # nested, or a recorded index
+    if dense or isinstance(g, Tracked) or _contains_tracked(idx):   # nested, or a recorded index
         return scatter_add(g, idx, shape_of(x))
     # First order: let backward add the slice into a buffer it owns (no zero-filled copy).
     return SparseCotangent(g, idx, shape_of(x), not has_int_arrays(idx))

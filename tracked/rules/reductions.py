@@ -1,5 +1,5 @@
 """Reductions: sum, mean, prod, max/min, var/std, cumulative sums and products,
-trace, norms, average, and the nan-skipping variants.
+trace, average, and the nan-skipping variants (np.linalg.norm is in linalg.py).
 
 Every pullback accepts the NumPy signature as the user wrote it (``axis`` positional
 or keyword, ``None``, negative, or a tuple; ``keepdims``) and is written with NumPy
@@ -72,12 +72,6 @@ def _safe(r):
     """``r`` with exact zeros replaced by one: divides without 0/0 (the result is
     multiplied by something that is zero there)."""
     return r + (r == 0)
-
-
-def _sign(x):
-    """sign(x) as a plain constant array of x's dtype (comparisons are not tracked)."""
-    dt = x.dtype
-    return (x > 0).astype(dt) - (x < 0).astype(dt)
 
 
 def _onehot(shape, axis, index, dtype):
@@ -452,138 +446,6 @@ def _trace_vjp(g, ans, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
 
 
 defvjp(np.trace, _trace_vjp, fn=_trace, linear='joint')
-
-
-# --------------------------------------------------------------------------
-# np.linalg.norm
-# --------------------------------------------------------------------------
-# Vector orders None/2, 1, inf, -inf, 0, p; matrix orders 'fro', 'nuc', 2, -2, 1, -1,
-# inf, -inf.  The 2-norm and 'fro' have gradient 0 at 0 (a subgradient; x/|x| would
-# be nan).  'nuc' and +-2 use the SVD in two internal primitives: the gradient
-# factor (U V^T, or u v^T of one singular value) and its derivative, which is a
-# Hessian-vector product and therefore its own adjoint.
-
-def _svd_factor_fwd(x, kind):
-    u, s, vt = np.linalg.svd(x, full_matrices=False)
-    if kind == 'nuc':
-        return u @ vt
-    p = 0 if kind == 2 else s.shape[-1] - 1
-    return u[..., :, p:p + 1] @ vt[..., p:p + 1, :]
-
-
-def _svd_hvp_fwd(x, h, kind):
-    """Derivative of ``_svd_factor_fwd(x)`` along ``h`` (= its adjoint applied to ``h``)."""
-    u, s, vt = np.linalg.svd(x, full_matrices=False)
-    v = np.swapaxes(vt, -1, -2)
-    ut = np.swapaxes(u, -1, -2)
-    ht = np.swapaxes(h, -1, -2)
-    e = ut @ h @ v                                         # E[i, j] = u_i' h v_j
-    with np.errstate(divide='ignore', invalid='ignore'):
-        if kind == 'nuc':
-            om = (e - np.swapaxes(e, -1, -2)) / (s[..., :, None] + s[..., None, :])
-            out = u @ om @ vt
-            out = out + (h - u @ (ut @ h)) @ (v / s[..., None, :]) @ vt
-            out = out + (u / s[..., None, :]) @ (ut @ (h - (h @ v) @ vt))
-            return out
-        k = s.shape[-1]
-        p = 0 if kind == 2 else k - 1
-        sp = s[..., p:p + 1]
-        up, vp = u[..., :, p], v[..., :, p]
-        c = 1.0 / (sp * sp - s * s)
-        c[..., p] = 0.0
-        e_ip, e_pi = e[..., :, p], e[..., p, :]
-        cu = (sp * e_ip + s * e_pi) * c
-        cv = (s * e_ip + sp * e_pi) * c
-        hv = np.einsum('...ij,...j->...i', h, vp)
-        htu = np.einsum('...ij,...j->...i', ht, up)
-        du = (np.einsum('...ij,...j->...i', u, cu)
-              + (hv - np.einsum('...ij,...j->...i', u, np.einsum('...ji,...j->...i', u, hv))) / sp)
-        dv = (np.einsum('...ij,...j->...i', v, cv)
-              + (htu - np.einsum('...ij,...j->...i', v, np.einsum('...ji,...j->...i', v, htu))) / sp)
-        return du[..., :, None] * vp[..., None, :] + up[..., :, None] * dv[..., None, :]
-
-
-def _svd_third_order(g, ans, x, h, kind):
-    raise NotImplementedError(f"third derivatives of np.linalg.norm(ord={kind!r}) with "
-                              f"respect to the matrix are not implemented")
-
-
-_svd_hvp_prim = Primitive(_svd_hvp_fwd, (_svd_third_order,
-                                         lambda g, ans, x, h, kind: _svd_hvp(x, g, kind)),
-                          name='svd_norm_hvp')
-_svd_factor_prim = Primitive(_svd_factor_fwd, (lambda g, ans, x, kind: _svd_hvp(x, g, kind),),
-                             name='svd_norm_grad')
-
-
-def _svd_hvp(x, h, kind):
-    return apply(_svd_hvp_prim, (x, h, kind), {})
-
-
-def _svd_factor(x, kind):
-    return apply(_svd_factor_prim, (x, kind), {})
-
-
-def _norm_plan(ndim, ord, axis):
-    """('vector' or 'matrix', axes, ord) the way np.linalg.norm reads its arguments."""
-    if axis is None:
-        if ord is None or ndim not in (1, 2):
-            return 'vector', tuple(range(ndim)), None      # 2-norm of the flattened array
-        return ('vector', (0,), ord) if ndim == 1 else ('matrix', (0, 1), ord)
-    if isinstance(axis, (tuple, list)):
-        axes = tuple(a % ndim for a in axis)
-        if len(axes) == 1:
-            return 'vector', axes, ord
-        return 'matrix', axes, 'fro' if ord is None else ord
-    return 'vector', (operator.index(axis) % ndim,), ord
-
-
-def _norm_vjp(g, ans, x, ord=None, axis=None, keepdims=False):
-    shape = np.shape(x)
-    nd = len(shape)
-    kind, axes, ord = _norm_plan(nd, ord, axis)
-    red = axes if len(axes) != nd else None   # None: ans is 0-d (or already kept)
-    gk = _keep(g, shape, red, keepdims)
-    rk = _keep(ans, shape, red, keepdims)
-    if (kind == 'vector' and ord in (None, 2)) or (kind == 'matrix' and ord == 'fro'):
-        return gk / _safe(rk) * x
-    if kind == 'vector':
-        if ord == 0:
-            return np.zeros(shape, dtype=x.dtype)
-        s = _sign(x)
-        if ord == 1:
-            return gk * s
-        if ord in (np.inf, -np.inf):
-            absx = x * s
-            mask = absx == rk
-            n = np.sum(mask, axis=axes, keepdims=True)   # ties: split equally, as in max
-            return gk * (s * mask / np.maximum(n, 1)).astype(x.dtype)
-        p = float(ord)
-        return gk * s * np.power(x * s, p - 1.0) / np.power(_safe(rk), p - 1.0)
-    r, c = axes
-    if ord in ('nuc', 2, -2):
-        others = [i for i in range(nd) if i not in (r, c)]
-        perm = others + [r, c]
-        xt = np.transpose(x, perm) if perm != list(range(nd)) else x
-        f = _svd_factor(xt, 'nuc' if ord == 'nuc' else int(ord))
-        if perm != list(range(nd)):
-            f = np.transpose(f, tuple(np.argsort(perm)))
-        return gk * f
-    if ord in (1, -1, np.inf, -np.inf):
-        # ord=+-1: max/min over columns of the column sums of |x|; +-inf: rows
-        summed, chosen = (r, c) if ord in (1, -1) else (c, r)
-        s = _sign(x)
-        sums = np.sum(x * s, axis=summed, keepdims=True)
-        mask = sums == rk
-        n = np.sum(mask, axis=chosen, keepdims=True)
-        return gk * (s * (mask / np.maximum(n, 1))).astype(x.dtype)
-    raise ValueError(f'np.linalg.norm: no derivative rule for matrix ord={ord!r}')
-
-
-def _norm(x, ord=None, axis=None, keepdims=False):
-    return np.linalg.norm(x, ord, axis, keepdims)
-
-
-defvjp(np.linalg.norm, _norm_vjp, fn=_norm)
 
 
 # --------------------------------------------------------------------------
