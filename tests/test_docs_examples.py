@@ -13,6 +13,7 @@ import tracked.compiled_tape.backend
 import tracked.compiled_tape.tapes
 import tracked.compiled_tape.trees
 import tracked.custom
+import tracked.duplicated
 import tracked.flat
 import tracked.functors
 import tracked.layers
@@ -25,7 +26,7 @@ import tracked.tree_util
     tracked.api, tracked.arguments, tracked.tree_util, tracked.functors, tracked.custom,
     tracked.backends, tracked.testing, tracked.compiled_tape.trees,
     tracked.compiled_tape.tapes, tracked.compiled_tape.backend, tracked.flat, tracked.layers,
-    tracked.show])
+    tracked.show, tracked.duplicated])
 def test_doctests(module):
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0

@@ -147,6 +147,9 @@ def test_trainmode_testmode_switch_every_layer():
     assert all(layer.active is None for layer in layers)
     tr.testmode(m, False)
     assert all(layer.active is True for layer in layers)
+    dup = tr.Duplicated(m)
+    tr.testmode(dup)
+    assert all(layer.active is False for layer in layers)
     with pytest.raises(ValueError, match="True, False or 'auto'"):
         tr.trainmode(m, 'yes')
 
@@ -182,6 +185,10 @@ def test_lux_jacobian_in_the_loss_against_finite_differences():
         tr.jacobian(m, x, mode='forward')[0] ** 2), model, x)
     np.testing.assert_allclose(tr.destructure(fwd[0])[0], g_flat, rtol=1e-10)
     np.testing.assert_allclose(fwd[1], gx, rtol=1e-10)
+    # and stored with the model
+    dup = tr.Duplicated(model)
+    tr.gradient(lux_loss, dup, tr.Const(x), tr.Const(y))
+    np.testing.assert_allclose(tr.destructure(dup.dval)[0], g_flat, rtol=1e-12)
 
 
 def test_forward_mode_through_batchnorm():

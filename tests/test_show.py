@@ -46,6 +46,19 @@ def test_nested_chain_with_state():
         '          # plus 2 non-trainable, 8 parameters, 304 bytes.')
 
 
+def test_duplicated_repr_as_on_the_flux_page():
+    dup = tr.Duplicated(flux_page_model(np.float32))
+    assert repr(dup) == (
+        'Duplicated(\n'
+        '  Chain(\n'
+        '    Dense(784 => 32, sigmoid),          # 25_120 parameters\n'
+        '    Dense(32 => 10),                    # 330 parameters\n'
+        '    softmax,\n'
+        '  ),\n'
+        '  # norm(∇) ≈ 0.0\n'
+        ')                  # Total: 4 arrays, 25_450 parameters, 198.828 KiB.')
+
+
 def test_format_bytes():
     f = tr.show.format_bytes
     assert (f(1), f(1023), f(1024), f(3 * 2 ** 20)) == ('1 byte', '1023 bytes', '1.000 KiB',
