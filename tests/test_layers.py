@@ -258,3 +258,22 @@ def test_float32_layers_stay_float32():
     bn = tr.trainmode(tr.BatchNorm(3, dtype=np.float32))
     g = tr.gradient(lambda m: np.sum(m(x) ** 2), bn)[0]
     assert g.scale.dtype == np.float32 and bn.state.mean.dtype == np.float32
+
+
+def test_duplicated_with_autocompiled_in_test_mode():
+    model = lux_model()
+    x = RNG.standard_normal((10, 2))
+    y = RNG.standard_normal((10, 2))
+
+    def loss(m, x, y):
+        return np.sum((m(x) - y) ** 2)
+    tr.gradient(loss, model, x, y)                         # training moves the statistics
+    dup = tr.Duplicated(tr.testmode(model))
+    ad = tr.AutoCompiled()
+    for scale in (1.0, 3.0):
+        expected = tr.destructure(tr.gradient(loss, model, x, y)[0])[0]
+        tr.gradient(loss, ad, dup, tr.Const(x), tr.Const(y))
+        np.testing.assert_allclose(tr.destructure(dup.dval)[0], expected, rtol=1e-12)
+        model.layers[1].state.mean[:] *= scale + 1         # changed in place: still read
+    with pytest.raises(TypeError, match='in training mode'):
+        tr.gradient(loss, ad, tr.trainmode(dup), tr.Const(x), tr.Const(y))

@@ -10,11 +10,13 @@ tape writes straight into the buffers (``out=``), so a training step allocates n
 gradient arrays.
 
 Which arguments are differentiated.  Only the trainable arrays of ``Duplicated``
-arguments.  A plain argument next to a ``Duplicated`` one counts as ``Const``: Flux's
-two docstrings disagree on this, and we follow the one that says "all unspecified
-arguments are wrapped in Const" because a plain argument has no storage to receive a
-gradient (differentiating it would allocate, which is what ``Duplicated`` avoids), and
-because its gradient is then always None, whatever the backend.
+arguments.  A plain argument next to a ``Duplicated`` one counts as ``Const``.  Flux's
+docstrings disagree here: one promises "the same answer as gradient(f, args...)" (where
+a plain array gets a gradient), another says "all unspecified arguments are wrapped in
+Const" (and its example prints ``nothing`` for ``[1]``).  We follow the second: a plain
+argument has no storage to receive a gradient (differentiating it would allocate, which
+is what ``Duplicated`` is for), a data batch passed as is then costs no backward work,
+and the answer is the same whatever the backend.
 """
 import numpy as np
 
@@ -62,8 +64,9 @@ class Duplicated:
     ``@tr.leaf`` objects); tied arrays share one buffer, which receives their total
     gradient.  ``update(state, dup)``, ``setup(rule, dup)`` and ``train(loss, dup, ...)``
     take it in place of the model.  With ``tr.AutoCompiled()`` the gradient is written
-    into the stored arrays (no allocation); under an outer differentiation use
-    ``gradient(f, model, ...)``, whose gradient is tracked.
+    into the stored arrays (no allocation); a compiled tape of a model whose float leaves
+    are all arrays the loss uses also takes ``out=(dup.dval, None, ...)``.  Under an
+    outer differentiation use ``gradient(f, model, ...)``, whose gradient is tracked.
 
     >>> import numpy as np, tracked as tr
     >>> model = tr.Chain(tr.Dense(np.array([[3.0]])))
@@ -117,17 +120,16 @@ class Duplicated:
                 f'the model\'s structure')
 
     def zero(self):
-        """Set the stored gradient to zero; returns ``self``."""
+        """``dup.zero()``: set the stored gradient to zero; returns ``dup``."""
         for b in self.buffers:
             b.fill(0)
         return self
 
-    def scratch(self):
-        """``(tree, out)``: a second gradient tree like ``dval`` and its arrays as a tape's
-        ``out``, made once (``zero=False`` with a compiled tape, which overwrites)."""
+    def _scratch_out(self):
+        """Arrays like the buffers, made once, as a tape's ``out``: with ``zero=False`` a
+        compiled tape writes there (it overwrites), and the result is added."""
         if self._scratch is None:
-            tree = tree_map(np.zeros_like, self.dval, is_leaf=_is_array)
-            self._scratch = (tree, _Params(leaves(tree, _is_array), None))
+            self._scratch = _Params([np.zeros_like(b) for b in self.buffers], None)
         return self._scratch
 
     def __repr__(self):
@@ -223,14 +225,14 @@ def _compiled(f, backend, args, values, dups, zero):
         params, treedef = flatten(values[i], trainable)
         dup._check(params)
         tape_args[i] = _Params(params, treedef)
-        out[i] = dup._out if zero else dup.scratch()[1]
+        out[i] = dup._out if zero else dup._scratch_out()
         # What the loss does not depend on is not written by the tape: it stays zero.
         for b in out[i].arrays:
             b.fill(0)
     val, _ = backend.withgradient(f, *tape_args, wrt=tuple(dups), out=tuple(out))
     if not zero:
         for i in dups:
-            for b, s in zip(args[i].buffers, args[i].scratch()[1].arrays):
+            for b, s in zip(args[i].buffers, args[i]._scratch_out().arrays):
                 b += s
     return val
 

@@ -215,7 +215,12 @@ def _name(f):
 
 class Layer:
     """Base of the ``tr.nn`` layers: ``print(layer)`` lists it Flux's way, with parameter
-    counts (tracked/show.py); ``repr`` is the one-line form."""
+    counts (tracked/show.py); ``repr`` is the one-line form.
+
+    >>> import tracked as tr
+    >>> print(tr.nn.Dense(2, 3))
+    Dense(2 => 3)       # 9 parameters
+    """
 
     def __str__(self):
         from .show import summary      # show.py imports this module
