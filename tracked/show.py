@@ -7,18 +7,14 @@ statistics) counted apart, and a total line with the arrays, parameters and byte
 a model with more than two parameter arrays.  Bytes are those of the arrays' data
 (Flux's ``summarysize`` adds the structs).  ``repr`` stays the one-line form.
 """
-import types
-
 import numpy as np
 
 from .flat import trainable
 from .layers import State
-from .nn import Chain
+from .nn import _FUNCTIONS, Chain, _name
 from .tree_util import flatten
 
 __all__ = ['summary', 'format_bytes']
-
-_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, np.ufunc)
 
 
 def format_bytes(n):
@@ -72,7 +68,7 @@ def _show(x, indent, lines):
             _show(layer, indent + 2, lines)
         lines.append(' ' * indent + ')' + comma)
         return
-    text = getattr(x, '__name__', repr(x)) if isinstance(x, _FUNCTIONS) else repr(x)
+    text = _name(x) if isinstance(x, _FUNCTIONS) else repr(x)
     line = ' ' * indent + text + comma
     params, others = _counts(x)
     if params or others:
