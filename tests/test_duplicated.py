@@ -123,6 +123,9 @@ def test_errors():
         tr.Duplicated(tr.Const(np.ones(1)))
     with pytest.raises(ValueError, match='gradient'):
         tr.gradient(lambda m: m['w'], tr.Duplicated({'w': np.ones(2)}))
+    twice = tr.Duplicated({'w': np.ones(2)})
+    with pytest.raises(ValueError, match='given twice'):
+        tr.gradient(lambda a, b: np.sum(a['w'] * b['w']), twice, twice)
     model = {'w': np.ones(2)}
     dup = tr.Duplicated(model)
     model['v'] = np.ones(3)                            # the structure changed

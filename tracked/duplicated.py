@@ -162,7 +162,11 @@ def withgradient(f, backend, args, zero=True):
         raise TypeError('tr.Const marks the arguments that are not differentiated next to a '
                         'tr.Duplicated one; with no Duplicated argument, pass the values '
                         'themselves (then every array argument is differentiated)')
+    if len({id(args[i]) for i in dups}) < len(dups):
+        raise ValueError('the same tr.Duplicated is given twice; its storage holds one '
+                         'gradient')
     values = tuple(a.val if type(a) in (Duplicated, Const) else a for a in args)
+    # Imported here: both import tracked.api, which imports this module.
     from .compiled_tape import AutoCompiled
     from .compiled_tape.trees import TrackedArgumentError
     from .backends import AutoTracked
@@ -199,12 +203,12 @@ def _eager(f, args, values, dups, zero):
     first, dy = first_output(y)
     check_scalar(first, 'gradient')
     cts = back(dy, last=True)
+    if any(isinstance(ct, Tracked) for ct in cts):
+        raise TypeError('a tr.Duplicated argument stores plain gradients, but this one '
+                        'depends on an outer differentiation; use tr.gradient(f, model, '
+                        '...) there')
     bufs = [b for i in dups for b in args[i].buffers]
     for b, ct in zip(bufs, cts):
-        if isinstance(ct, Tracked):
-            raise TypeError('a tr.Duplicated argument stores plain gradients, but this one '
-                            'depends on an outer differentiation; use tr.gradient(f, model, '
-                            '...) there')
         if zero:
             if ct is None:
                 b.fill(0)
