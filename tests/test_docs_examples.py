@@ -13,7 +13,11 @@ import tracked.compiled_tape.backend
 import tracked.compiled_tape.tapes
 import tracked.compiled_tape.trees
 import tracked.custom
+import tracked.duplicated
+import tracked.flat
 import tracked.functors
+import tracked.layers
+import tracked.show
 import tracked.testing
 import tracked.tree_util
 
@@ -21,7 +25,8 @@ import tracked.tree_util
 @pytest.mark.parametrize('module', [
     tracked.api, tracked.arguments, tracked.tree_util, tracked.functors, tracked.custom,
     tracked.backends, tracked.testing, tracked.compiled_tape.trees,
-    tracked.compiled_tape.tapes, tracked.compiled_tape.backend])
+    tracked.compiled_tape.tapes, tracked.compiled_tape.backend, tracked.flat, tracked.layers,
+    tracked.show, tracked.duplicated])
 def test_doctests(module):
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0

@@ -16,5 +16,9 @@ from .testing import gradcheck, jvpcheck  # noqa: F401
 from . import nn  # noqa: F401
 from .nn import (Dense, Embedding, Chain, relu, sigmoid, tanh, softmax, logsoftmax,  # noqa: F401
                  logsumexp, mse, crossentropy, logitcrossentropy, onehot)
+from . import flat, layers, show  # noqa: F401
+from .flat import destructure, nparams  # noqa: F401
+from .layers import BatchNorm, LayerNorm, Dropout, trainmode, testmode  # noqa: F401
+from .duplicated import Duplicated, Const  # noqa: F401
 from . import optimise  # noqa: F401
 from .optimise import Descent, Momentum, Adam, AdamW, setup, update, train  # noqa: F401

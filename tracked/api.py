@@ -12,6 +12,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from . import duplicated as _duplicated
 from .arguments import (Args, check_scalar, first_output, leaf_value, split_backend)
 from .registry import Primitive
 from .tape import backward, new_level, new_node
@@ -173,12 +174,14 @@ def _pullback(f, args):
     return y, lambda dy=None, last=False: spec.gradients(back(dy, last=last))
 
 
-def withgradient(f, *args):
+def withgradient(f, *args, zero=True):
     """``withgradient(f, *args) -> (val, grad)``: the value of ``f`` and its gradient tuple.
 
     If ``f`` returns a tuple, named tuple or dict, its first element is the scalar
     that is differentiated and ``val`` is the whole return value (auxiliary outputs).
     A backend may follow ``f``: ``withgradient(f, tr.AutoFiniteDifferences(), *args)``.
+    With ``tr.Duplicated`` arguments the gradient is stored there (``zero=False`` adds
+    to it; see tracked/duplicated.py).
 
     >>> import numpy as np, tracked as tr
     >>> tr.withgradient(lambda x, y: x / y, 1, 2)
@@ -188,6 +191,8 @@ def withgradient(f, *args):
     (np.float64(1.75), array([-1.    , -0.25  , -0.0625]))
     """
     backend, args = split_backend(args)
+    if not zero or _duplicated.is_annotated(args):
+        return _duplicated.withgradient(f, backend, args, zero)
     if backend is not None:
         val, grads = backend.withgradient(f, *args)
         return WithGradient(val, grads)
@@ -197,13 +202,14 @@ def withgradient(f, *args):
     return WithGradient(y, back(dy, last=True))
 
 
-def gradient(f, *args):
+def gradient(f, *args, zero=True):
     """``gradient(f, *args)``: the gradient of scalar ``f`` with respect to each argument.
 
     One entry per argument, mirroring its structure (a model gives a model of the
     same types holding gradients); None where there is no gradient.  Arrays and
     numbers are differentiated, also inside dicts, lists, tuples and objects; an
     integer scalar stays usable as an index; strings, None, bools, functions give None.
+    ``tr.Duplicated`` arguments store their gradient (``zero=False`` adds to it).
 
     >>> import numpy as np, tracked as tr
     >>> tr.gradient(lambda a, b, c: a * b * c, 2.0, 3.0, 5.0)
@@ -211,4 +217,4 @@ def gradient(f, *args):
     >>> tr.gradient(lambda x: np.sum(x ** 2), np.array([7., 11., 13.]))
     (array([14., 22., 26.]),)
     """
-    return withgradient(f, *args).grad
+    return withgradient(f, *args, zero=zero).grad

@@ -213,7 +213,21 @@ def _name(f):
     return getattr(f, '__name__', repr(f))
 
 
-class Dense:
+class Layer:
+    """Base of the ``tr.nn`` layers: ``print(layer)`` lists it Flux's way, with parameter
+    counts (tracked/show.py); ``repr`` is the one-line form.
+
+    >>> import tracked as tr
+    >>> print(tr.nn.Dense(2, 3))
+    Dense(2 => 3)       # 9 parameters
+    """
+
+    def __str__(self):
+        from .show import summary      # show.py imports this module
+        return summary(self)
+
+
+class Dense(Layer):
     """``Dense(n_in, n_out, activation=None)``: ``y = activation(x @ weight.T + bias)``.
 
     Also ``Dense(weight, bias=None, activation=None)`` from existing arrays; ``weight``
@@ -291,7 +305,7 @@ class Dense:
         return f'Dense({n_in} => {n_out}{extra}{nobias})'
 
 
-class Embedding:
+class Embedding(Layer):
     """``Embedding(n_vocab, dim)`` or ``Embedding(weight)``: a lookup table of rows.
 
     ``weight`` has shape ``(n_vocab, dim)``; ``m(i)`` is row ``i`` (0-based) and an
@@ -333,7 +347,7 @@ class Embedding:
         return f'Embedding({n} => {d})'
 
 
-class Chain:
+class Chain(Layer):
     """``Chain(*layers)``: call the layers in order, ``Chain(f, g)(x) == g(f(x))``.
 
     Any callable can be a layer (``softmax``, a lambda); ``.layers`` is the tuple of

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 
 from . import functors as _functors
+from .duplicated import Duplicated
 from .tree_util import flatten, follow, tree_map
 from .values import Tracked, plain
 
@@ -105,7 +106,8 @@ class Adam(Rule):
         t += 1
         state[2] = t
         m *= b1
-        m += (1 - b1) * g
+        np.multiply(g, 1 - b1, out=step, casting='same_kind')   # no temporary array
+        m += step
         v *= b2
         np.multiply(g, g, out=step, casting='same_kind')
         step *= 1 - b2
@@ -170,7 +172,8 @@ def setup(rule, model):
     the same ``rule`` object, so changing ``rule.lr`` later changes the learning rate
     of every array (a schedule).  Everything that
     is not an array (functions, sizes, Python floats) has ``None`` in the state tree:
-    only arrays are trained, in place.
+    only arrays are trained, in place.  ``setup(rule, tr.Duplicated(model))`` is
+    ``setup(rule, model)``.
 
     >>> import numpy as np, tracked as tr
     >>> state = tr.setup(tr.Adam(), {'w': np.zeros(2), 'name': 'layer'})
@@ -180,6 +183,8 @@ def setup(rule, model):
     if not isinstance(rule, Rule):
         raise TypeError(f'setup(rule, model): rule must be an optimiser such as '
                         f'tr.Adam(1e-3), got {rule!r}')
+    if isinstance(model, Duplicated):
+        model = model.val
 
     def init(x):
         return OptLeaf(rule, rule.init(plain(x))) if _is_array(x) else None
@@ -193,7 +198,8 @@ def update(state, model, grads=None):
     there is no gradient: that part is left alone).  An array that occurs twice in the
     model is updated once.  For a tracked model (``fmap(param, model)``) ``grads`` may
     be omitted: each leaf's ``.grad`` is used.  Tracked leaves have their ``.grad`` reset
-    to zero after the step, as Tracker's ``update!`` does.
+    to zero after the step, as Tracker's ``update!`` does.  ``update(state, dup)`` with a
+    ``tr.Duplicated`` uses the gradient it stores.
 
     >>> import numpy as np, tracked as tr
     >>> model = {'w': np.array([1.0, 2.0]), 'frozen': np.array([5.0])}
@@ -202,6 +208,8 @@ def update(state, model, grads=None):
     >>> model['w'], model['frozen']
     (array([0.9, 1.9]), array([5.]))
     """
+    if isinstance(model, Duplicated):
+        model, grads = model.val, model.dval if grads is None else grads
     if grads is None and not _functors.istracked(model):
         raise TypeError('update(state, model, grads): grads is required unless the model is '
                         'tracked (tr.fmap(tr.param, model)); pass tr.gradient(loss, model)[0]')
@@ -330,6 +338,8 @@ def train(loss, model, data, state, *, tape=None, adtype=None, progress=True, de
     as ``tr.GradientTape(loss, model, *batch, wrt=(0,))`` (compiled or not), which is
     replayed for every batch (all batches must then have the recorded shapes).  A loss
     that is not finite stops training with ``FloatingPointError`` before the update.
+    ``model`` may be a ``tr.Duplicated``: each step's gradient is then stored in it
+    (with ``adtype=tr.AutoCompiled()``, without allocating gradient arrays).
 
     >>> import numpy as np, tracked as tr
     >>> model = tr.nn.Dense(np.zeros((1, 1)))
@@ -355,7 +365,7 @@ def train(loss, model, data, state, *, tape=None, adtype=None, progress=True, de
     if isinstance(state, Rule):
         raise TypeError(f'train(loss, model, data, state): state must be the optimiser state '
                         f'tree, state = tr.setup({state!r}, model), not the rule itself')
-    step = _gradient_step(loss, tape, adtype)
+    step = _gradient_step(loss, tape, adtype, isinstance(model, Duplicated))
     losses = []
     smooth = 0.0
     try:
@@ -381,11 +391,23 @@ def train(loss, model, data, state, *, tape=None, adtype=None, progress=True, de
     return losses
 
 
-def _gradient_step(loss, tape, adtype):
+def _gradient_step(loss, tape, adtype, duplicated=False):
     """A function ``(model, batch) -> (loss value, gradient of the model)``."""
     from . import api
     if tape is not None and adtype is not None:
         raise TypeError('train: pass either tape= or adtype=, not both')
+    if duplicated:
+        if tape is not None:
+            raise TypeError('train: a tr.Duplicated model takes adtype=tr.AutoCompiled() '
+                            '(a tape per signature, writing into its stored gradient), '
+                            'not tape=')
+        backend = () if adtype is None else (adtype,)
+
+        def step(dup, batch):
+            # The batch is an argument next to a Duplicated one: constant, not differentiated.
+            val, g = api.withgradient(loss, *backend, dup, *batch)
+            return _first(val), g[0]
+        return step
     if tape is not None:
         buffers = []
 

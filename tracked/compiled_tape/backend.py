@@ -1,10 +1,12 @@
 """``AutoCompiled``: the compiled-tape backend of ``gradient(f, tr.AutoCompiled(), *args)``."""
+import numpy as np
 
 from ..backends import ADType
+from ..tree_util import follow
 from .guards import TapeGuardError
 from .record import OuterTrackedError
 from .tapes import GradientTape, compile as compile_tape
-from .trees import flatten_args, TrackedArgumentError
+from .trees import flatten_args, leaf_path, TrackedArgumentError
 
 __all__ = ['AutoCompiled']
 
@@ -28,6 +30,14 @@ class AutoCompiled(ADType):
     is a global or an array changed in place: pass changing data as arguments.
     ``compile=False`` keeps the recorded tapes and replays them in NumPy.
 
+    ``withgradient(f, *args, wrt=None, out=None)`` also takes, as ``GradientTape``
+    does, ``wrt`` (the positions of the differentiated arguments, default all) and
+    ``out``: one gradient tree per argument (None for those outside ``wrt``) whose
+    arrays receive the gradients, each at its leaf's place (how ``tr.Duplicated``
+    stores its gradient); a gradient with no array at its place (a Python float of
+    the model) goes to a scratch array, made once, and is not returned.  With ``out``
+    the gradient returned is ``out``, and a compiled tape allocates no array.
+
     >>> import numpy as np, tracked as tr
     >>> ad = tr.AutoCompiled(compile=False)
     >>> tr.gradient(lambda x: np.sum(x ** 2), ad, np.array([1.0, 2.0]))
@@ -42,13 +52,13 @@ class AutoCompiled(ADType):
     def __repr__(self):
         return f'AutoCompiled(compile={self.compile})'
 
-    def withgradient(self, f, *args):
+    def withgradient(self, f, *args, wrt=None, out=None):
         try:
             leaves, treedefs = flatten_args(args)
         except TrackedArgumentError:           # under an outer differentiation: eager
-            return self._eager(f, args)
+            return self._eager(f, args, wrt, out)
         closure = _closure(f)
-        key = (f, treedefs, tuple(_spec(x) for x in leaves))
+        key = (f, treedefs, tuple(_spec(x) for x in leaves), wrt)
         try:
             entry = self.tapes.get(key)
         except TypeError:                      # a static whose hash raises
@@ -59,27 +69,65 @@ class AutoCompiled(ADType):
         tapes = entry[1]
         for n, tape in enumerate(tapes):
             try:
-                val, grads = tape.withgradient(*args)
+                val, grads = _replay(tape, args, out)
             except TapeGuardError:
                 continue
             if n:
                 tapes.insert(0, tapes.pop(n))  # the path taken last is tried first
             return val, grads
         try:
-            tape = GradientTape(f, *args)
+            tape = GradientTape(f, *args, wrt=wrt)
         except OuterTrackedError:              # f closes over an outer tracked value
             del self.tapes[key]
-            return self._eager(f, args)
+            return self._eager(f, args, wrt, out)
         if self.compile:
             tape = compile_tape(tape)
         tapes.insert(0, tape)
         del tapes[self.paths:]
-        return tape.withgradient(*args)
+        return _replay(tape, args, out)
 
     @staticmethod
-    def _eager(f, args):
+    def _eager(f, args, wrt, out):
         from ..api import withgradient
-        return tuple(withgradient(f, *args))
+        if wrt is None and out is None:
+            return tuple(withgradient(f, *args))
+        # The eager tape has no wrt= or out=: the caller (tr.Duplicated) falls back itself.
+        raise TrackedArgumentError('AutoCompiled.withgradient(..., wrt=, out=) records a tape, '
+                                   'which takes no values of an outer differentiation')
+
+
+def _replay(tape, args, out):
+    """``tape.withgradient(*args)``; with ``out``, into its arrays (see ``AutoCompiled``)."""
+    if out is None:
+        return tape.withgradient(*args)
+    last = tape.__dict__.get('_out_places')
+    if last is None or len(last[0]) != len(out) or any(a is not b for a, b in zip(last[0], out)):
+        last = tape._out_places = (tuple(out), _places(tape, out))
+    val, _ = tape.withgradient(*args, out=last[1])    # the same tuple: checked once
+    return val, out
+
+
+def _places(tape, out):
+    """The arrays of ``out`` in the order of ``tape``'s gradients, as one tuple."""
+    flat = []
+    for k, p in enumerate(tape.grad_leaves):
+        a = next(a for a, r in enumerate(tape.per_arg) if p in r)
+        shape, dtype = tape.out_specs[k]
+        g = out[a]
+        if g is not None:
+            try:
+                g = follow(g, tape.arg_defs[a].paths()[p - tape.per_arg[a].start])
+            except (AttributeError, KeyError, IndexError, TypeError):
+                raise ValueError(f'out= does not mirror argument {a}: no place for '
+                                 f'{leaf_path(tape.arg_defs, p)}') from None
+        if g is None:
+            g = np.zeros(shape, dtype)         # a gradient out= has no place for
+        elif not (type(g) is np.ndarray and g.shape == shape and g.dtype == dtype):
+            raise ValueError(f'out= for {leaf_path(tape.arg_defs, p)} must be an array of '
+                             f'shape {shape} and dtype {dtype}, got {type(g).__name__} '
+                             f'{getattr(g, "shape", "")} {getattr(g, "dtype", "")}')
+        flat.append(g)
+    return tuple(flat)
 
 
 def _closure(f):
