@@ -1,9 +1,23 @@
-"""Walk the rule registry: every registered NumPy callable has finite-difference cases.
+"""Walk the rule registry: every registered NumPy callable has finite-difference cases,
+and every case is checked on every path (ReverseDiff style: one oracle, all paths).
 
 Each family's test module lists ``CASES``; a rule that is registered without a case
-fails here, so a new rule is tested by being registered.
+fails here, so a new rule is tested by being registered.  Per case:
+
+- eager: ``tr.gradcheck`` to order 2 (the nested path: the pullback is
+  differentiated on an outer tape);
+- recorded: a ``GradientTape`` of ``sum(f(...) * w)`` recorded at one sample and
+  replayed at another, against eager ``tr.withgradient`` there;
+- compiled: the same tape compiled with numba.  Compiling a kernel costs about a
+  second the first time on a machine (cached on disk afterwards: ~5 s for all
+  cases warm, ~4 min cold), so by default a fixed subset is compiled that covers
+  every rule and every primitive any case records (``COMPILED``, chosen greedily);
+  ``TRACKED_SWEEP_ALL=1`` compiles every case;
+- ``AutoCompiled`` on a few cases, and a ``HessianTape`` sweep over the
+  elementwise and reduction families.
 """
 import importlib
+import os
 import pkgutil
 
 import pytest
@@ -11,17 +25,24 @@ import pytest
 import tracked as tr
 import tests.rules as family_tests
 from tracked import registry
+from tracked.compiled_tape.record import Ref
 
 
-def _all_cases():
-    cases = []
+def _family_cases():
+    families = {}
     for mod in pkgutil.iter_modules(family_tests.__path__):
         if mod.name.startswith('test_') and mod.name != 'test_systematic':
-            cases += getattr(importlib.import_module(f'tests.rules.{mod.name}'), 'CASES', [])
-    return cases
+            families[mod.name[5:]] = list(getattr(
+                importlib.import_module(f'tests.rules.{mod.name}'), 'CASES', []))
+    return families
 
 
-ALL_CASES = _all_cases()
+FAMILIES = _family_cases()
+ALL_CASES = [c for cases in FAMILIES.values() for c in cases]
+
+
+def _ids(cases):
+    return [c.id for c in cases]
 
 
 def test_every_rule_has_cases():
@@ -31,6 +52,107 @@ def test_every_rule_has_cases():
     assert not missing, f'rules registered without a finite-difference case: {missing}'
 
 
-@pytest.mark.parametrize('c', ALL_CASES, ids=[c.id for c in ALL_CASES])
+@pytest.mark.parametrize('c', ALL_CASES, ids=_ids(ALL_CASES))
 def test_rule_against_finite_differences(c):
     c.check()
+
+
+# --------------------------------------------------------------------------
+# Recorded tapes, replayed in NumPy
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize('c', ALL_CASES, ids=_ids(ALL_CASES))
+def test_rule_replayed_on_a_tape(c):
+    c.check_replay()
+
+
+# --------------------------------------------------------------------------
+# Compiled tapes: every rule and every recorded primitive at least once
+# --------------------------------------------------------------------------
+
+def _recorded_items(c):
+    """What compiling case ``c`` exercises: its rule, and each form of instruction its
+    recorded tape runs, forward and backward: the primitive (non-differentiable
+    functions included), which arguments are recorded values, None or constants, and
+    the names of its keywords (the code generator specialises on these: a ``None``
+    clip bound or an ``ord=`` is another kernel).  Second: whether it records at all."""
+    items = {('rule', c.covers)}
+    try:
+        tape = tr.GradientTape(c.loss(), *c.points(0))
+    except Exception:          # test_rule_replayed_on_a_tape reports it
+        return items, False
+    for ins in tape.instructions:
+        if ins.prim is not None:
+            items.add(('primitive', ins.prim))
+            items.add(('form', ins.prim, tuple(_arg_kind(a) for a in ins.args),
+                       tuple(sorted(ins.kwargs))))
+    return items, True
+
+
+def _arg_kind(a):
+    return 'recorded' if type(a) is Ref else 'None' if a is None else 'constant'
+
+
+def _compiled_subset():
+    """A fixed greedy cover (in case order, cases that record first) of the items of
+    ``_recorded_items`` over all cases, and the items covered."""
+    recorded = [(c, *_recorded_items(c)) for c in ALL_CASES]
+    chosen, covered = [], set()
+    for want_ok in (True, False):
+        for c, items, ok in recorded:
+            if ok == want_ok and items - covered:
+                chosen.append(c)
+                covered |= items
+    all_items = set().union(*(items for _, items, _ in recorded))
+    return [c for c in ALL_CASES if c in chosen], covered, all_items
+
+
+COMPILED, COMPILED_ITEMS, ALL_ITEMS = _compiled_subset()
+if os.environ.get('TRACKED_SWEEP_ALL'):
+    COMPILED = ALL_CASES
+
+
+def test_compiled_subset_covers_every_rule_and_primitive():
+    rules = {('rule', f) for f in registry.RULES}
+    prims = {('primitive', p) for p in registry.RULES.values()
+             if isinstance(p, registry.Primitive)}
+    missing = (rules | prims | ALL_ITEMS) - COMPILED_ITEMS
+    assert not missing, f'not compiled by any case of the subset: {sorted(map(str, missing))}'
+    assert not prims - ALL_ITEMS, 'registered primitives that no case records'
+
+
+@pytest.mark.parametrize('c', COMPILED, ids=_ids(COMPILED))
+def test_rule_compiled(c):
+    c.check_replay(compiled=True)
+
+
+# --------------------------------------------------------------------------
+# AutoCompiled on a few cases (kernels shared with test_rule_compiled)
+# --------------------------------------------------------------------------
+
+def _first_of_each_family(cases, n=2):
+    out = []
+    for fam in FAMILIES.values():
+        out += [c for c in fam if c in cases][:n]
+    return out
+
+
+AUTO = _first_of_each_family(COMPILED)
+
+
+@pytest.mark.parametrize('compile', [True, False], ids=['compiled', 'numpy'])
+@pytest.mark.parametrize('c', AUTO, ids=_ids(AUTO))
+def test_rule_autocompiled(c, compile):
+    c.check_autocompiled(compile=compile)
+
+
+# --------------------------------------------------------------------------
+# HessianTape over the elementwise and reduction rules
+# --------------------------------------------------------------------------
+
+HESSIAN = FAMILIES['elementwise'] + FAMILIES['reductions']
+
+
+@pytest.mark.parametrize('c', HESSIAN, ids=_ids(HESSIAN))
+def test_rule_hessian_tape(c):
+    c.check_hessian_tape()
