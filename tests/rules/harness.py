@@ -91,21 +91,40 @@ class Case:
                              rtol=self.rtol, atol=self.atol)
 
     # -- the recorded paths -------------------------------------------------------
-    def loss(self):
-        """``loss(*xs)``: the real scalar ``sum(fun(...) * w)`` of the differentiated
-        arguments ``xs`` (constants as given), with ``w`` a fixed random array shaped
-        like the output (so every output element is checked)."""
+    def loss(self, kind='linear'):
+        """``loss(*xs)``: a real scalar of the differentiated arguments ``xs`` (constants
+        as given), with ``y = fun(...)`` and ``w``, ``u`` fixed random arrays shaped like
+        ``y`` (every output element is checked):
+
+        - ``'linear'``: ``sum(w * y)``.  The cotangent reaching ``fun`` is a constant,
+          so the backward pass of a linear rule is a constant of the tape except
+          where it reads recorded indices or counts (sort, take, repeat);
+        - ``'quadratic'``: ``sum(w * y + u * y * y / 2)``: the cotangent ``w + u * y``
+          depends on the input, so every pullback runs on the tape, and the Hessian
+          is not zero for linear rules.
+        """
         base = self.sample(0)
         diff = self.diff
         out = _joined(self.fun(*base, **self.kwargs))
-        w = np.random.default_rng(12345).standard_normal(np.shape(out))
+        rng = np.random.default_rng(12345)
+        w = rng.standard_normal(np.shape(out))
+        u = rng.standard_normal(np.shape(out))
 
-        def loss(*xs):
+        def y_of(xs):
             full = list(base)
             for i, x in zip(diff, xs):
                 full[i] = x
-            return np.sum(_joined(self.fun(*full, **self.kwargs)) * w)
-        loss.__name__ = loss.__qualname__ = f'loss[{self.id}]'
+            return _joined(self.fun(*full, **self.kwargs))
+        if kind == 'linear':
+            def loss(*xs):
+                return np.sum(y_of(xs) * w)
+        elif kind == 'quadratic':
+            def loss(*xs):
+                y = y_of(xs)
+                return np.sum(w * y + u * y * y / 2)
+        else:
+            raise ValueError(kind)
+        loss.__name__ = loss.__qualname__ = f'{kind} loss of {self.id}'
         return loss
 
     def points(self, k):
@@ -113,12 +132,12 @@ class Case:
         values = self.sample(k)
         return [values[i] for i in self.diff]
 
-    def check_replay(self, compiled=False):
+    def check_replay(self, compiled=False, kind='linear'):
         """Record ``GradientTape(loss)`` at sample 0, replay it (compiled with numba if
         asked) at sample 0 and at another sample, and compare value and gradient with
         eager ``tr.withgradient``.  ``tr.TapeGuardError`` is accepted only where eager
         evaluation takes another path than the recorded one."""
-        loss = self.loss()
+        loss = self.loss(kind)
         x1 = self.points(0)
         tape = tr.GradientTape(loss, *x1)
         path = 'compiled tape' if compiled else 'tape'
@@ -135,20 +154,20 @@ class Case:
             return
         compare_replay(lambda *x: got, loss, x2, f'{path} at a new point')
 
-    def check_autocompiled(self, compile=True):
+    def check_autocompiled(self, compile=True, kind='quadratic'):
         """``tr.withgradient(loss, tr.AutoCompiled(), ...)`` at two samples against eager."""
-        loss = self.loss()
+        loss = self.loss(kind)
         ad = tr.AutoCompiled(compile=compile)
         for k in (0, 1, 0):
             x = self.points(k)
             compare_replay(lambda *x: tr.withgradient(loss, ad, *x), loss, x,
                            f'AutoCompiled(compile={compile}) at sample {k}')
 
-    def check_hessian_tape(self):
+    def check_hessian_tape(self, kind='quadratic'):
         """For each differentiated argument (the others held at sample 0): record a
         ``HessianTape`` at sample 0, replay at another, compare with eager
         ``tr.hessian`` (forward over reverse), ``tr.gradient`` and the value."""
-        loss = self.loss()
+        loss = self.loss(kind)
         x1 = self.points(0)
         for i in range(len(x1)):
             def fi(x, i=i):

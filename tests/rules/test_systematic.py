@@ -8,11 +8,15 @@ fails here, so a new rule is tested by being registered.  Per case:
   differentiated on an outer tape);
 - recorded: a ``GradientTape`` of ``sum(f(...) * w)`` recorded at one sample and
   replayed at another, against eager ``tr.withgradient`` there;
-- compiled: the same tape compiled with numba.  Compiling a kernel costs about a
-  second the first time on a machine (cached on disk afterwards: ~5 s for all
-  cases warm, ~4 min cold), so by default a fixed subset is compiled that covers
-  every rule and every primitive any case records (``COMPILED``, chosen greedily);
-  ``TRACKED_SWEEP_ALL=1`` compiles every case;
+- compiled: the same tape compiled with numba.  numba compiles each new kernel and
+  each tape's VM once per machine (cached on disk, ``~/.cache/tracked``), about half
+  a second each.  Measured on the 2-core machine: every case with both losses,
+  1,692 tapes, takes ~4 min cold and ~10 s warm; so by default a fixed subset is
+  compiled (``COMPILED``: ~320 tapes, ~2-4 min cold depending on load, ~5 s warm)
+  that covers every rule, every primitive and every form of instruction any case
+  records (see ``_recorded_items``).  ``TRACKED_SWEEP=rules`` compiles the smallest
+  cover (every rule and primitive once: ~160 tapes, ~70 s cold) and
+  ``TRACKED_SWEEP=all`` every case;
 - ``AutoCompiled`` on a few cases, and a ``HessianTape`` sweep over the
   elementwise and reduction families.
 """
@@ -41,6 +45,9 @@ FAMILIES = _family_cases()
 ALL_CASES = [c for cases in FAMILIES.values() for c in cases]
 
 
+LOSSES = ['linear', 'quadratic']     # see Case.loss
+
+
 def _ids(cases):
     return [c.id for c in cases]
 
@@ -61,24 +68,26 @@ def test_rule_against_finite_differences(c):
 # Recorded tapes, replayed in NumPy
 # --------------------------------------------------------------------------
 
+@pytest.mark.parametrize('kind', LOSSES)
 @pytest.mark.parametrize('c', ALL_CASES, ids=_ids(ALL_CASES))
-def test_rule_replayed_on_a_tape(c):
-    c.check_replay()
+def test_rule_replayed_on_a_tape(c, kind):
+    c.check_replay(kind=kind)
 
 
 # --------------------------------------------------------------------------
 # Compiled tapes: every rule and every recorded primitive at least once
 # --------------------------------------------------------------------------
 
-def _recorded_items(c):
-    """What compiling case ``c`` exercises: its rule, and each form of instruction its
-    recorded tape runs, forward and backward: the primitive (non-differentiable
-    functions included), which arguments are recorded values, None or constants, and
-    the names of its keywords (the code generator specialises on these: a ``None``
-    clip bound or an ``ord=`` is another kernel).  Second: whether it records at all."""
+def _recorded_items(c, kind):
+    """What compiling case ``c`` with loss ``kind`` exercises: its rule, and each form
+    of instruction its recorded tape runs, forward and backward: the primitive
+    (non-differentiable functions included), which arguments are recorded values,
+    None or constants, and the names of its keywords (the code generator
+    specialises on these: a ``None`` clip bound or an ``ord=`` is another kernel).
+    Second: whether it records at all."""
     items = {('rule', c.covers)}
     try:
-        tape = tr.GradientTape(c.loss(), *c.points(0))
+        tape = tr.GradientTape(c.loss(kind), *c.points(0))
     except Exception:          # test_rule_replayed_on_a_tape reports it
         return items, False
     for ins in tape.instructions:
@@ -93,37 +102,45 @@ def _arg_kind(a):
     return 'recorded' if type(a) is Ref else 'None' if a is None else 'constant'
 
 
-def _compiled_subset():
-    """A fixed greedy cover (in case order, cases that record first) of the items of
-    ``_recorded_items`` over all cases, and the items covered."""
-    recorded = [(c, *_recorded_items(c)) for c in ALL_CASES]
+def _compiled_subset(kinds):
+    """A fixed greedy cover of the items of ``_recorded_items`` (those of ``kinds``)
+    over all (case, loss) pairs (in case order, the quadratic loss first, pairs that
+    record first); the items covered and all items."""
+    recorded = [((c, kind), *_recorded_items(c, kind))
+                for c in ALL_CASES for kind in reversed(LOSSES)]
+    recorded = [(pair, {i for i in items if i[0] in kinds}, ok) for pair, items, ok in recorded]
     chosen, covered = [], set()
     for want_ok in (True, False):
-        for c, items, ok in recorded:
+        for pair, items, ok in recorded:
             if ok == want_ok and items - covered:
-                chosen.append(c)
+                chosen.append(pair)
                 covered |= items
     all_items = set().union(*(items for _, items, _ in recorded))
-    return [c for c in ALL_CASES if c in chosen], covered, all_items
+    order = {pair: n for n, (pair, _, _) in enumerate(recorded)}
+    return sorted(chosen, key=order.get), covered, all_items
 
 
-COMPILED, COMPILED_ITEMS, ALL_ITEMS = _compiled_subset()
-if os.environ.get('TRACKED_SWEEP_ALL'):
-    COMPILED = ALL_CASES
+SWEEP = os.environ.get('TRACKED_SWEEP', 'forms')
+COMPILED, COMPILED_ITEMS, ALL_ITEMS = _compiled_subset(
+    ('rule', 'primitive') if SWEEP == 'rules' else ('rule', 'primitive', 'form'))
+if SWEEP == 'all':
+    COMPILED = [(c, kind) for c in ALL_CASES for kind in reversed(LOSSES)]
+COMPILED_IDS = [f'{c.id}-{kind}' for c, kind in COMPILED]
 
 
 def test_compiled_subset_covers_every_rule_and_primitive():
     rules = {('rule', f) for f in registry.RULES}
     prims = {('primitive', p) for p in registry.RULES.values()
              if isinstance(p, registry.Primitive)}
-    missing = (rules | prims | ALL_ITEMS) - COMPILED_ITEMS
+    unrecorded = prims - ALL_ITEMS
+    assert not unrecorded, f'registered primitives that no case records: {sorted(map(str, unrecorded))}'
+    missing = (rules | ALL_ITEMS) - COMPILED_ITEMS
     assert not missing, f'not compiled by any case of the subset: {sorted(map(str, missing))}'
-    assert not prims - ALL_ITEMS, 'registered primitives that no case records'
 
 
-@pytest.mark.parametrize('c', COMPILED, ids=_ids(COMPILED))
-def test_rule_compiled(c):
-    c.check_replay(compiled=True)
+@pytest.mark.parametrize('c, kind', COMPILED, ids=COMPILED_IDS)
+def test_rule_compiled(c, kind):
+    c.check_replay(compiled=True, kind=kind)
 
 
 # --------------------------------------------------------------------------
@@ -137,7 +154,7 @@ def _first_of_each_family(cases, n=2):
     return out
 
 
-AUTO = _first_of_each_family(COMPILED)
+AUTO = _first_of_each_family([c for c, _ in COMPILED])
 
 
 @pytest.mark.parametrize('compile', [True, False], ids=['compiled', 'numpy'])
