@@ -126,6 +126,11 @@ FINDINGS = [
             lambda x: np.sum(np.take_along_axis(x, np.argsort(x, axis=1), axis=1) * W34), *X34),
     squared('sum(repeat(x,argsort(x)+1)*w)',
             lambda x: np.sum(np.repeat(x, np.argsort(x) + 1) * W6), *X3),
+    squared('take(x,argmin(x,-1),-1)', lambda x: np.take(x, np.argmin(x, axis=-1), axis=-1),
+            *X5),
+    # raise in back: np.take on a 0-d array with an axis (found by test_programs.py)
+    Finding('take(0-d x,0,axis=-1)', lambda x: np.take(x, 0, axis=-1) ** 2,
+            [np.array(0.7)], [np.array(-0.4)]),
     # raise on a recorded tape: ~, &, | on recorded comparisons
     Finding('eigh', lambda a: np.sum(np.linalg.eigh(a)[0] ** 2 * W3)
             + np.sum(np.linalg.eigh(a)[1] ** 2 * W34[:, :3]), [_spd(0)], [_spd(1)]),
