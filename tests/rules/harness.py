@@ -163,7 +163,7 @@ class Case:
             compare_replay(lambda *x: tr.withgradient(loss, ad, *x), loss, x,
                            f'AutoCompiled(compile={compile}) at sample {k}')
 
-    def check_hessian_tape(self, kind='quadratic'):
+    def check_hessian_tape(self, kind='quadratic', compiled=False):
         """For each differentiated argument (the others held at sample 0): record a
         ``HessianTape`` at sample 0, replay at another, compare with eager
         ``tr.hessian`` (forward over reverse), ``tr.gradient`` and the value."""
@@ -176,10 +176,12 @@ class Case:
                 return loss(*xs)
             fi.__name__ = f'{loss.__name__}[argument {i}]'
             tape = tr.HessianTape(fi, x1[i])
+            if compiled:
+                tape = tr.compile(tape)
             x2, same = second_point(lambda x: tr.HessianTape(fi, x), tape,
                                     lambda k: [self.points(k)[i]])
             for x, where in ((x1[i], 'the recording point'), (x2[0], 'a new point')):
-                what = f'HessianTape, argument {i}, at {where}'
+                what = f'{"compiled " if compiled else ""}HessianTape, argument {i}, at {where}'
                 try:
                     H, g, v = tape.hessian(x), tape.gradient(x), tape(x)
                 except tr.TapeGuardError:
