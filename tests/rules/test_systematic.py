@@ -6,17 +6,19 @@ fails here, so a new rule is tested by being registered.  Per case:
 
 - eager: ``tr.gradcheck`` to order 2 (the nested path: the pullback is
   differentiated on an outer tape);
-- recorded: a ``GradientTape`` of ``sum(f(...) * w)`` recorded at one sample and
-  replayed at another, against eager ``tr.withgradient`` there;
+- recorded: a ``GradientTape`` of a scalar loss of the case (``Case.loss``: linear,
+  ``sum(w * y)``, and quadratic, ``sum(w * y + u * y * y / 2)``) recorded at one
+  sample and replayed at another, against eager ``tr.withgradient`` there;
 - compiled: the same tape compiled with numba.  numba compiles each new kernel and
-  each tape's VM once per machine (cached on disk, ``~/.cache/tracked``), about half
-  a second each.  Measured on the 2-core machine: every case with both losses,
-  1,692 tapes, takes ~4 min cold and ~10 s warm; so by default a fixed subset is
-  compiled (``COMPILED``: ~320 tapes, ~2-4 min cold depending on load, ~5 s warm)
-  that covers every rule, every primitive and every form of instruction any case
-  records (see ``_recorded_items``).  ``TRACKED_SWEEP=rules`` compiles the smallest
-  cover (every rule and primitive once: ~160 tapes, ~70 s cold) and
-  ``TRACKED_SWEEP=all`` every case;
+  each tape's VM once per machine (cached on disk, ``~/.cache/tracked``), 0.3-1 s
+  each.  Measured on the shared 2-core machine: every case with the linear loss
+  (846 tapes) took 4 min cold and 5 s warm; both losses (1,692 tapes) take well
+  over 10 min cold.  So by default a fixed subset is compiled (``COMPILED``: ~320
+  tapes, 2-4 min cold depending on the load, ~5 s warm) that covers every rule,
+  every primitive and every form of instruction any case records (see
+  ``_recorded_items``).  ``TRACKED_SWEEP=rules`` compiles the smallest cover (every
+  rule and primitive once: ~160 tapes, ~70 s cold), ``TRACKED_SWEEP=all`` every
+  case with both losses;
 - ``AutoCompiled`` on a few cases, and a ``HessianTape`` sweep over the
   elementwise and reduction families (compiled for one case of a dozen rules: all 76
   rules of those families compiled pass too, ~70 s cold).
