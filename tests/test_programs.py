@@ -307,6 +307,7 @@ CHECKS = {'eager': check_eager, 'nested': check_nested, 'recorded': check_record
           'compiled': check_compiled}
 
 BASE = dict(deadline=None, derandomize=True, database=None, print_blob=False,
+            report_multiple_bugs=False,
             suppress_health_check=list(HealthCheck))
 NUMPY_PATHS = settings(max_examples=150, **BASE)
 COMPILED_PATH = settings(max_examples=8, phases=[Phase.explicit, Phase.generate], **BASE)
