@@ -7,11 +7,23 @@ argument that is passed as is and not differentiated.  ``check`` runs
 the pullback itself is differentiated on an outer tape).  A case whose ``fun`` wraps
 the NumPy call (``lambda a: np.linalg.cholesky(a @ a.T + 3 * np.eye(3))``) names the
 rule it tests with ``covers=np.linalg.cholesky`` for the systematic coverage check.
+
+The same case also checks the recorded paths against the eager tape (ReverseDiff's
+"every path against one oracle"): ``check_replay`` records a ``GradientTape`` of a
+scalar loss built from the case at one sample and replays it (in NumPy, or compiled
+with numba) at another; ``check_autocompiled`` goes through ``tr.AutoCompiled``;
+``check_hessian_tape`` replays a ``HessianTape``.  The oracle is the eager
+``tr.withgradient`` / ``tr.hessian`` at the second sample, which ``check`` itself
+validates against finite differences.
 """
 import numpy as np
 import pytest
 
 import tracked as tr
+
+# A replay runs the recorded forward and backward operations on new inputs: it must
+# agree with eager evaluation up to rounding (the compiled tape sums in another order).
+REPLAY_RTOL = 1e-10
 
 
 class arg:
@@ -45,10 +57,32 @@ class Case:
                           for s in self.specs)
         self.id = name or f'{fname}({shapes}{"," + repr(self.kwargs) if self.kwargs else ""})'
 
+    @property
+    def diff(self):
+        """Positions of the differentiated arguments."""
+        return [i for i, s in enumerate(self.specs) if not isinstance(s, const)]
+
+    def sample(self, k=0):
+        """All arguments at sample ``k``.  Sample 0 is the one ``check`` uses.  A later
+        sample draws each ranged argument anew in its domain, and scales arguments
+        given by ``values`` by factors in [0.95, 1.05] (zeros, NaNs and signs stay,
+        matrices stay well conditioned): the same case at another point."""
+        rng = np.random.default_rng(k)
+        out = []
+        for s in self.specs:
+            if isinstance(s, const):
+                out.append(s.value)
+                continue
+            v = s.make(rng)
+            if s.values is not None and k:
+                v = (v * (1 + 0.05 * rng.uniform(-1.0, 1.0, v.shape))).astype(v.dtype)
+            out.append(v)
+        return out
+
     def check(self, seed=0):
         rng = np.random.default_rng(seed)
         values = [s.value if isinstance(s, const) else s.make(rng) for s in self.specs]
-        diff = [i for i, s in enumerate(self.specs) if not isinstance(s, const)]
+        diff = self.diff
 
         def f(*xs):
             full = list(values)
@@ -58,6 +92,184 @@ class Case:
         assert tr.gradcheck(f, *[values[i] for i in diff], order=self.order,
                              rtol=self.rtol, atol=self.atol)
         assert tr.jvpcheck(f, *[values[i] for i in diff], rtol=self.rtol, atol=self.atol)
+
+    # -- the recorded paths -------------------------------------------------------
+    def loss(self, kind='linear'):
+        """``loss(*xs)``: a real scalar of the differentiated arguments ``xs`` (constants
+        as given), with ``y = fun(...)`` and ``w``, ``u`` fixed random arrays shaped like
+        ``y`` (every output element is checked):
+
+        - ``'linear'``: ``sum(w * y)``.  The cotangent reaching ``fun`` is a constant,
+          so the backward pass of a linear rule is a constant of the tape except
+          where it reads recorded indices or counts (sort, take, repeat);
+        - ``'quadratic'``: ``sum(w * y + u * y * y / 2)``: the cotangent ``w + u * y``
+          depends on the input, so every pullback runs on the tape, and the Hessian
+          is not zero for linear rules.
+        """
+        base = self.sample(0)
+        diff = self.diff
+        out = _joined(self.fun(*base, **self.kwargs))
+        rng = np.random.default_rng(12345)
+        w = rng.standard_normal(np.shape(out))
+        u = rng.standard_normal(np.shape(out))
+
+        def y_of(xs):
+            full = list(base)
+            for i, x in zip(diff, xs):
+                full[i] = x
+            return _joined(self.fun(*full, **self.kwargs))
+        if kind == 'linear':
+            def loss(*xs):
+                return np.sum(y_of(xs) * w)
+        elif kind == 'quadratic':
+            def loss(*xs):
+                y = y_of(xs)
+                return np.sum(w * y + u * y * y / 2)
+        else:
+            raise ValueError(kind)
+        loss.__name__ = loss.__qualname__ = f'{kind} loss of {self.id}'
+        return loss
+
+    def points(self, k):
+        """The differentiated arguments at sample ``k``."""
+        values = self.sample(k)
+        return [values[i] for i in self.diff]
+
+    def check_replay(self, compiled=False, kind='linear'):
+        """Record ``GradientTape(loss)`` at sample 0, replay it (compiled with numba if
+        asked) at sample 0 and at another sample, and compare value and gradient with
+        eager ``tr.withgradient``.  ``tr.TapeGuardError`` is accepted only where eager
+        evaluation takes another path than the recorded one."""
+        loss = self.loss(kind)
+        x1 = self.points(0)
+        tape = tr.GradientTape(loss, *x1)
+        path = 'compiled tape' if compiled else 'tape'
+        if compiled:
+            tape = tr.compile(tape)
+        compare_replay(lambda *x: tape.withgradient(*x), loss, x1, f'{path} at the recording point')
+        x2, same = second_point(lambda *x: tr.GradientTape(loss, *x), tape, self.points)
+        try:
+            got = tape.withgradient(*x2)
+        except tr.TapeGuardError:
+            if same:
+                raise AssertionError(f'{path}: TapeGuardError at a point where eager evaluation '
+                                     f'takes the recorded path (same instructions and guards)')
+            return
+        compare_replay(lambda *x: got, loss, x2, f'{path} at a new point')
+
+    def check_autocompiled(self, compile=True, kind='quadratic'):
+        """``tr.withgradient(loss, tr.AutoCompiled(), ...)`` at two samples against eager."""
+        loss = self.loss(kind)
+        ad = tr.AutoCompiled(compile=compile)
+        for k in (0, 1, 0):
+            x = self.points(k)
+            compare_replay(lambda *x: tr.withgradient(loss, ad, *x), loss, x,
+                           f'AutoCompiled(compile={compile}) at sample {k}')
+
+    def check_hessian_tape(self, kind='quadratic', compiled=False):
+        """For each differentiated argument (the others held at sample 0): record a
+        ``HessianTape`` at sample 0, replay at another, compare with eager
+        ``tr.hessian`` (forward over reverse), ``tr.gradient`` and the value."""
+        loss = self.loss(kind)
+        x1 = self.points(0)
+        for i in range(len(x1)):
+            def fi(x, i=i):
+                xs = list(x1)
+                xs[i] = x
+                return loss(*xs)
+            fi.__name__ = f'{loss.__name__}[argument {i}]'
+            tape = tr.HessianTape(fi, x1[i])
+            if compiled:
+                tape = tr.compile(tape)
+            x2, same = second_point(lambda x: tr.HessianTape(fi, x), tape,
+                                    lambda k: [self.points(k)[i]])
+            for x, where in ((x1[i], 'the recording point'), (x2[0], 'a new point')):
+                what = f'{"compiled " if compiled else ""}HessianTape, argument {i}, at {where}'
+                try:
+                    H, g, v = tape.hessian(x), tape.gradient(x), tape(x)
+                except tr.TapeGuardError:
+                    if same or x is x1[i]:
+                        raise AssertionError(f'{what}: TapeGuardError where eager evaluation '
+                                             f'takes the recorded path')
+                    continue
+                assert_close(v, fi(x), f'{what}: value')
+                assert_close(g, tr.gradient(fi, x)[0], f'{what}: gradient')
+                assert_close(H, tr.hessian(fi, x), f'{what}: Hessian')
+
+
+def _joined(out):
+    """One array from a function's output (several outputs raveled and joined)."""
+    if isinstance(out, (tuple, list)):
+        return np.concatenate([np.ravel(o) for o in out])
+    return out
+
+
+def path_of(tape):
+    """What decides a recorded tape's path: its instructions (name, shape) and its
+    guards (kind, recorded value).  Two recordings with equal paths took the same
+    branches."""
+    return ([(ins.name, np.shape(ins.value)) for ins in tape.instructions],
+            [(g.kind, g.recorded) for g in tape.guards])
+
+
+def same_path(a, b):
+    return a[0] == b[0] and len(a[1]) == len(b[1]) and all(
+        ka == kb and _equal(ra, rb) for (ka, ra), (kb, rb) in zip(a[1], b[1]))
+
+
+def _equal(a, b):
+    """Recorded guard values: numbers, arrays, tuples of them (NaN equals NaN)."""
+    if isinstance(a, (tuple, list)) or isinstance(b, (tuple, list)):
+        return (isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and len(a) == len(b)
+                and all(_equal(x, y) for x, y in zip(a, b)))
+    try:
+        return np.shape(a) == np.shape(b) and bool(np.array_equal(a, b, equal_nan=True))
+    except TypeError:                  # not numbers: equal_nan does not apply
+        return bool(np.array_equal(a, b))
+
+
+def second_point(record, tape, points, tries=8):
+    """``(x2, same)``: arguments for a replay away from the recording point.
+
+    Without guards any new sample does (``same`` is True: a raise is a failure).
+    With guards, the first of the samples 1..``tries`` on which a fresh recording
+    takes the same path as ``tape``; failing that, sample 1 with ``same`` False (a
+    ``TapeGuardError`` there is legitimate)."""
+    if not tape.guards:
+        return points(1), True
+    recorded = path_of(tape)
+    for k in range(1, tries + 1):
+        x = points(k)
+        if same_path(path_of(record(*x)), recorded):
+            return x, True
+    return points(1), False
+
+
+def assert_close(got, want, what, rtol=REPLAY_RTOL):
+    """``got`` equals ``want`` (shape and values) up to ``rtol``; None only as None."""
+    if got is None or want is None:
+        assert got is None and want is None, f'{what}: got {got!r}, eager gives {want!r}'
+        return
+    if isinstance(want, (tuple, list, dict)):
+        assert type(got) is type(want) and len(got) == len(want), \
+            f'{what}: got {got!r}, eager gives {want!r}'
+        keys = want.keys() if isinstance(want, dict) else range(len(want))
+        for k in keys:
+            assert_close(got[k], want[k], f'{what}[{k!r}]', rtol)
+        return
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f'{what}: shape {got.shape}, eager gives {want.shape}'
+    finite = np.abs(want[np.isfinite(want)])
+    scale = max(1.0, float(finite.max())) if finite.size else 1.0
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * 1e-2 * scale, err_msg=what)
+
+
+def compare_replay(run, loss, x, what):
+    """``run(*x)`` returns ``(val, grads)``; compare with eager ``tr.withgradient``."""
+    val, grads = run(*x)
+    ev, eg = tr.withgradient(loss, *x)
+    assert_close(val, ev, f'{what}: value')
+    assert_close(tuple(grads), tuple(eg), f'{what}: gradient')
 
 
 def case(fun, *specs, **kw):
