@@ -112,6 +112,11 @@ class Case:
         rng = np.random.default_rng(12345)
         w = rng.standard_normal(np.shape(out))
         u = rng.standard_normal(np.shape(out))
+        part = (lambda v: v)
+        if np.iscomplexobj(out):      # a real loss of complex outputs: both parts weighted
+            w = w + 1j * rng.standard_normal(np.shape(out))
+            u = u + 1j * rng.standard_normal(np.shape(out))
+            part = np.real
 
         def y_of(xs):
             full = list(base)
@@ -120,11 +125,11 @@ class Case:
             return _joined(self.fun(*full, **self.kwargs))
         if kind == 'linear':
             def loss(*xs):
-                return np.sum(y_of(xs) * w)
+                return part(np.sum(y_of(xs) * w))
         elif kind == 'quadratic':
             def loss(*xs):
                 y = y_of(xs)
-                return np.sum(w * y + u * y * y / 2)
+                return part(np.sum(w * y + u * y * y / 2))
         else:
             raise ValueError(kind)
         loss.__name__ = loss.__qualname__ = f'{kind} loss of {self.id}'
@@ -173,6 +178,8 @@ class Case:
         loss = self.loss(kind)
         x1 = self.points(0)
         for i in range(len(x1)):
+            if np.iscomplexobj(x1[i]):
+                continue          # a Hessian w.r.t. a complex argument is refused (ambiguous)
             def fi(x, i=i):
                 xs = list(x1)
                 xs[i] = x

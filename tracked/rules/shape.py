@@ -390,9 +390,9 @@ defvjp(np.tile, _tile_vjp, linear='joint')
 def _along(x, axis):
     """(shape, axis) that ``axis=None`` functions (repeat, take) act on: the flattened
     array along 0, or ``x`` itself along the normalised ``axis``."""
-    if axis is None:
-        return (_size(x),), 0
     xs = tuple(_shape(x))
+    if axis is None or not xs:          # (NumPy takes a 0-d array as one element)
+        return (_size(x),), 0
     return xs, axis % len(xs)
 
 
@@ -411,7 +411,7 @@ def _repeat_vjp(g, ans, x, repeats, axis=None):
     else:
         src = call_nondiff(_repeated_positions, (r, base[ax]), {})   # recorded on a tape
         gx = scatter_add(g, _axis_slice(ax, src), base)
-    return np.reshape(gx, xs) if axis is None else gx
+    return np.reshape(gx, xs) if axis is None or not xs else gx
 
 
 defvjp(np.repeat, _repeat_vjp, linear='joint')
@@ -479,7 +479,7 @@ def _take_vjp(g, ans, x, indices, axis=None, out=None, mode='raise'):
     elif mode == 'clip':
         idx = np.clip(idx, 0, base[ax] - 1)
     gx = scatter_add(g, _axis_slice(ax, idx), base)
-    return np.reshape(gx, xs) if axis is None else gx
+    return np.reshape(gx, xs) if axis is None or not xs else gx
 
 
 defvjp(np.take, _take_vjp, fn=_take, linear='joint')
