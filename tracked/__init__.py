@@ -1,4 +1,11 @@
 """tracked: reverse-mode automatic differentiation of NumPy code by operator overloading."""
+from importlib import metadata as _metadata
+
+try:
+    __version__ = _metadata.version('tracked')
+except _metadata.PackageNotFoundError:      # imported from a source tree, not installed
+    __version__ = '0+unknown'
+
 from .values import TrackedArray, TrackedReal, back
 from . import rules  # noqa: F401  (fills the registry)
 from . import api  # noqa: F401
@@ -22,3 +29,23 @@ from .layers import BatchNorm, LayerNorm, Dropout, trainmode, testmode  # noqa: 
 from .duplicated import Duplicated, Const  # noqa: F401
 from . import optimise  # noqa: F401
 from .optimise import Descent, Momentum, Adam, AdamW, setup, update, train  # noqa: F401
+
+__all__ = [
+    # tracked values (Tracker style)
+    'TrackedArray', 'TrackedReal', 'param', 'back', 'data', 'grad', 'zero_grad', 'istracked',
+    # gradients (Zygote style) and backends
+    'gradient', 'withgradient', 'pullback', 'jacobian', 'withjacobian', 'hessian',
+    'hessian_reverse', 'diaghessian', 'jvp', 'hvp',
+    'AutoTracked', 'AutoCompiled', 'AutoFiniteDifferences',
+    # models as trees
+    'fmap', 'leaf', 'register_node', 'tree_util',
+    # control of differentiation
+    'rule', 'ignore_derivatives', 'non_differentiable', 'checkpoint', 'gradcheck', 'jvpcheck',
+    # recorded and compiled tapes
+    'GradientTape', 'JacobianTape', 'HessianTape', 'compile', 'TapeGuardError',
+    # layers, activations, losses (tracked.nn)
+    'nn', 'Dense', 'Embedding', 'Chain', 'relu', 'sigmoid', 'tanh', 'softmax', 'logsoftmax',
+    'logsumexp', 'mse', 'crossentropy', 'logitcrossentropy', 'onehot',
+    # optimisers (tracked.optimise)
+    'optimise', 'Descent', 'Momentum', 'Adam', 'AdamW', 'setup', 'update', 'train',
+]
