@@ -23,7 +23,6 @@ from .testing import gradcheck, jvpcheck  # noqa: F401
 from . import nn  # noqa: F401
 from .nn import (Dense, Embedding, Chain, relu, sigmoid, tanh, softmax, logsoftmax,  # noqa: F401
                  logsumexp, mse, crossentropy, logitcrossentropy, onehot)
-from . import flat, layers, show  # noqa: F401
 from .flat import destructure, nparams  # noqa: F401
 from .layers import BatchNorm, LayerNorm, Dropout, trainmode, testmode  # noqa: F401
 from .duplicated import Duplicated, Const  # noqa: F401
@@ -46,6 +45,9 @@ __all__ = [
     # layers, activations, losses (tracked.nn)
     'nn', 'Dense', 'Embedding', 'Chain', 'relu', 'sigmoid', 'tanh', 'softmax', 'logsoftmax',
     'logsumexp', 'mse', 'crossentropy', 'logitcrossentropy', 'onehot',
+    # layers with state, flat parameter vectors, gradients stored with the model
+    'BatchNorm', 'LayerNorm', 'Dropout', 'trainmode', 'testmode',
+    'destructure', 'nparams', 'Duplicated', 'Const',
     # optimisers (tracked.optimise)
     'optimise', 'Descent', 'Momentum', 'Adam', 'AdamW', 'setup', 'update', 'train',
 ]

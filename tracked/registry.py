@@ -74,10 +74,11 @@ def _reads(fn, first):
     for k, i in enumerate(ins):
         if not i.opname.startswith('LOAD_'):
             continue
-        for name in (i.argval if type(i.argval) is tuple else (i.argval,)):
+        loaded = i.argval if type(i.argval) is tuple else (i.argval,)   # 3.13: pairs
+        for m, name in enumerate(loaded):
             if type(name) is not str or how.get(name) == KEEP:
                 continue
-            how[name] = META if type(i.argval) is str and _meta_read(ins, k) else KEEP
+            how[name] = META if m == len(loaded) - 1 and _meta_read(ins, k) else KEEP
     varargs = names[npos + code.co_kwonlyargcount] if code.co_flags & 4 else None
     rest = npos - first if varargs is not None and varargs in how else None
     return (names[first - 1] in how,
@@ -89,7 +90,8 @@ def _meta_read(ins, k):
     nxt = ins[k + 1] if k + 1 < len(ins) else None
     if nxt is not None and nxt.opname == 'LOAD_ATTR' and nxt.argval in _META_ATTRS:
         return True
-    prev = ins[k - 1] if k else None
+    j = k - 1 if k and ins[k - 1].opname != 'PUSH_NULL' else k - 2     # 3.13: np.shape, NULL
+    prev = ins[j] if j >= 0 else None
     return (prev is not None and nxt is not None and prev.argval in _META_CALLS
             and prev.opname in ('LOAD_ATTR', 'LOAD_METHOD', 'LOAD_GLOBAL')
             and nxt.opname in _CALL_OPS and nxt.arg == 1)

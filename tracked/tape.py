@@ -441,7 +441,8 @@ def backward(root, seed, retain=False, private=False, sparse=False):
                 node, g = nxt, nxt_g
     except Exception as e:
         if node.prim is not None and not isinstance(e, GraphReleasedError):
-            e.add_note(f'(raised by the pullback of {node.prim.name} during back)')
+            if hasattr(e, 'add_note'):   # Python >= 3.11
+                e.add_note(f'(raised by the pullback of {node.prim.name} during back)')
         raise
     if used is not None:
         # Only after success (not inside the loop): a pullback that raises must not

@@ -179,3 +179,15 @@ def test_second_process_loads_the_compiled_code_from_disk(tmp_path):
     second = [int(v) for v in runs[1].stdout.split()]
     assert first[1] > 0                              # compiled the first time
     assert second[1] == 0 and second[0] >= 1         # loaded from disk, compiled nothing
+
+
+def test_the_disk_cache_honours_xdg_cache_home(monkeypatch, tmp_path):
+    from tracked.compiled_tape import cache
+    monkeypatch.delenv('TRACKED_CACHE_DIR', raising=False)
+    monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path))
+    assert cache.cache_dir().startswith(str(tmp_path / 'tracked'))
+    monkeypatch.setenv('TRACKED_CACHE_DIR', str(tmp_path / 'mine'))
+    assert cache.cache_dir().startswith(str(tmp_path / 'mine'))
+    monkeypatch.delenv('TRACKED_CACHE_DIR')
+    monkeypatch.delenv('XDG_CACHE_HOME')
+    cache.cache_dir()                                   # back to the default for later tests

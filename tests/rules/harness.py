@@ -215,7 +215,8 @@ def path_of(tape):
     """What decides a recorded tape's path: its instructions (name, shape) and its
     guards (kind, recorded value).  Two recordings with equal paths took the same
     branches."""
-    return ([(ins.name, np.shape(ins.value)) for ins in tape.instructions],
+    return ([(ins.name, tuple(np.shape(v) for v in ins.value) if isinstance(ins.value, tuple)
+              else np.shape(ins.value)) for ins in tape.instructions],
             [(g.kind, g.recorded) for g in tape.guards])
 
 

@@ -31,6 +31,7 @@ import numpy as np
 import pytest
 
 import tests.rules as family_tests
+import tracked as tr
 from tracked import registry
 
 

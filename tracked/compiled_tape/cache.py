@@ -1,7 +1,8 @@
 """The disk cache: generated source files, compiled by numba with ``cache=True``.
 
 Every kernel and every VM is a module file named by the hash of its source, in
-``$TRACKED_CACHE_DIR`` (default ``~/.cache/tracked``), under a folder per numba and
+``$TRACKED_CACHE_DIR`` (default ``$XDG_CACHE_HOME/tracked``, ``~/.cache/tracked``
+without it), under a folder per numba and
 Python version.  numba stores the machine code next to it (``__pycache__``), keyed
 by the file and the argument types, so a second process that builds the same
 tape (same structure) imports the module and loads the code instead of compiling.
@@ -27,7 +28,8 @@ def cache_dir():
     """The folder holding generated modules (created on first use)."""
     global _dir
     base = os.environ.get('TRACKED_CACHE_DIR') or os.path.join(
-        os.path.expanduser('~'), '.cache', 'tracked')
+        os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache'),
+        'tracked')
     path = os.path.join(base, f'numba-{numba.__version__}-py{sys.version_info[0]}{sys.version_info[1]}')
     if _dir != path:
         os.makedirs(path, exist_ok=True)

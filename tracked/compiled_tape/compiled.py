@@ -55,6 +55,10 @@ class CompiledProgram:
                 self._slot_owner[dt, n] = ('leaf', pos)
         for k, (dt, slot) in layout.out_slots.items():
             self._slot_owner[dt, slot] = ('out', k)
+        # scalar inputs of dtypes without kernels (complex): the VM cannot take them, so
+        # run() writes them into their arena for the NumPy steps that read them
+        self._py_scalars = [(pos, self.arenas[dt], off) for pos, dt, off in layout.scalar_inputs
+                            if dt not in KERNEL_DTYPES]
         self._py_values = {}                 # values without storage, set by fallbacks
         self._scalar_out = {}                # output -> (arena, offset): read without a view
         for oi, o in enumerate(program.outputs):
@@ -81,6 +85,8 @@ class CompiledProgram:
         for pos in self._scalars:
             args[j] = leaves[pos]
             j += 1
+        for pos, arena, off in self._py_scalars:
+            arena[off] = leaves[pos]
         args[j] = 0
         try:
             r = self.vm(*args)

@@ -73,7 +73,8 @@ class Instr:
 
     @property
     def shape(self):
-        return np.shape(self.value)
+        v = self.value            # a tuple for a multi-output primitive: one per output
+        return tuple(np.shape(x) for x in v) if isinstance(v, tuple) else np.shape(v)
 
     @property
     def dtype(self):

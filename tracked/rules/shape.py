@@ -185,6 +185,10 @@ _astype = Primitive(_astype_fwd, (lambda g, ans, x, dtype: _cast_like(g, x),), n
                     kernel='astype', linear='joint', batched=True)
 
 
+def _astype_0d(x, dtype):          # np.astype refuses a NumPy scalar before NumPy 2.1
+    return np.asarray(x).astype(dtype)[()]
+
+
 def _astype_composite(x, dtype, **kwargs):
     # Why plain for integers: an integer (or bool) cast is piecewise constant, its
     # derivative is zero, and the result is typically used as an index; raising
@@ -196,7 +200,7 @@ def _astype_composite(x, dtype, **kwargs):
             raise TypeError(f'astype({dt}) of a complex value would discard its imaginary '
                             f'part; take np.real(x) (or np.abs(x)) first')
         return apply(_astype, (x, dt), {})
-    return call_nondiff(np.astype, (x, dt), {})
+    return call_nondiff(np.astype if np.ndim(x) else _astype_0d, (x, dt), {})
 
 
 defcomposite(np.ndarray.astype, _astype_composite)     # x.astype(dtype)
@@ -367,7 +371,8 @@ def _vsplit(ary, indices_or_sections):
 
 defcomposite(np.hsplit, _hsplit)
 defcomposite(np.vsplit, _vsplit)
-defcomposite(np.unstack, _unstack)
+if hasattr(np, 'unstack'):                # NumPy >= 2.1
+    defcomposite(np.unstack, _unstack)
 
 
 # ==========================================================================
