@@ -83,6 +83,19 @@ def test_gradient_equals_gradient_on_concatenated_data(client, loss, reduce):
     _assert_close(g, g0)
 
 
+def test_a_large_model_is_scattered_and_many_parts_summed_on_the_workers(client, monkeypatch):
+    model, (x, y) = _model(), _data()
+    shards = [client.scatter(s) for s in _split(x, y, (15,) * 20)]    # 20 futures: 3 sum tasks
+    expected = td.withgradient(client, sum_loss, model, shards)
+    monkeypatch.setattr(td, '_INLINE_BYTES', 0)
+    val, g = td.withgradient(client, sum_loss, model, shards)
+    assert val == expected.val
+    _assert_close(g, expected.grad, 0)
+    val0, (g0,) = tr.withgradient(lambda m: sum_loss(m, x, y), model)
+    assert abs(val - val0) <= 1e-12 * val0
+    _assert_close(g, g0)
+
+
 def test_shards_as_futures_dask_arrays_and_bags(client):
     model, (x, y) = _model(), _data()
     shards = _split(x, y)

@@ -16,10 +16,16 @@ In-memory shards travel inside their tasks, as ``dask.array.from_array``'s block
 do, so Dask can send a shard again when the worker that held it dies; data too large
 for the client should come as futures or a dask collection that loads it on the
 workers.  Install with ``pip install -e '.[distributed]'``.
+
+Dask starts its workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which makes NumPy
+code with many large temporaries -- an eager tape's -- up to twice as slow; a
+cluster started after ``dask.config.set({'distributed.nanny.pre-spawn-environ.
+MALLOC_TRIM_THRESHOLD_': None})`` keeps glibc's default (notebooks/06_distributed).
 """
 import itertools
 import threading
 import uuid
+import weakref
 
 try:
     import dask
@@ -285,15 +291,21 @@ def _sum(*parts):
     return total
 
 
-_FAN_IN = 8         # parts added by one task of the summation tree
+_FAN_IN = 8                 # parts added by one task of the summation tree
+_INLINE_BYTES = 4 << 20     # a model this size, times the tasks, travels inside them
 
 
-def _gradient(client, loss_future, model, parts, reduce):
-    """The value and gradient over all ``parts`` for ``model``: one task per part, a
-    summation tree on the workers, one result to the client."""
+def _gradient(client, loss, model, parts, reduce):
+    """The value and gradient over all ``parts`` for ``model`` (``loss``: a ``_Loss`` or
+    its future): one task per part, a summation tree on the workers if there are many,
+    one result to the client."""
     token = uuid.uuid4().hex[:12]
-    model_future = client.scatter([model], broadcast=True, hash=False)[0]
-    level = [client.submit(_gradient_part, loss_future, model_future, p.future, p.many,
+    # A small model goes inside the tasks; a large one to each worker once (the same
+    # bytes, but one more round trip through the scheduler).
+    sent = model
+    if sum(getattr(x, 'nbytes', 8) for x in flatten(model)[0]) * len(parts) > _INLINE_BYTES:
+        sent = client.scatter([model], broadcast=True, hash=False)[0]
+    level = [client.submit(_gradient_part, loss, sent, p.future, p.many,
                            p.names, reduce, key=f'tracked-gradient-{i}-{token}')
              for i, p in enumerate(parts)]
     count = itertools.count()
@@ -307,6 +319,24 @@ def _gradient(client, loss_future, model, parts, reduce):
         value = value / records
         flat = [None if g is None else g / records for g in flat]
     return value, Args((model,)).gradients(flat)[0]
+
+
+_SENT = weakref.WeakKeyDictionary()     # tape or adtype -> (client, loss, its future)
+
+
+def _send(client, loss, tape, adtype):
+    """The ``_Loss`` for the workers: itself (it travels inside the tasks) for the eager
+    tape; else a future, so that each worker unpickles a tape (compiling it) or keeps
+    an ``AutoCompiled``'s tapes once, for every call with the same objects."""
+    engine = _Loss(loss, tape, adtype)
+    key = tape if tape is not None else adtype
+    if key is None:
+        return engine
+    hit = _SENT.get(key)
+    if hit is None or hit[0] is not client or hit[1] is not loss:
+        hit = _SENT[key] = (client, loss, client.scatter([engine], broadcast=True,
+                                                         hash=False)[0])
+    return hit[2]
 
 
 def _check_reduce(reduce):
@@ -340,19 +370,18 @@ def withgradient(client, loss, model, shards, *, reduce='sum', tape=None, adtype
     """
     _check_reduce(reduce)
     parts = _placed(client, shards)
-    loss_future = client.scatter([_Loss(loss, tape, adtype)], broadcast=True, hash=False)[0]
-    return api.WithGradient(*_gradient(client, loss_future, model, parts, reduce))
+    return api.WithGradient(*_gradient(client, _send(client, loss, tape, adtype), model, parts,
+                                       reduce))
 
 
 class _OnShards(ADType):
     """The backend ``train`` hands ``tr.train``: gradients over placed shards."""
 
-    def __init__(self, client, loss, loss_future, parts, reduce):
-        self.client, self.loss, self.loss_future = client, loss, loss_future
-        self.parts, self.reduce = parts, reduce
+    def __init__(self, client, engine, parts, reduce):
+        self.client, self.engine, self.parts, self.reduce = client, engine, parts, reduce
 
     def withgradient(self, f, model):
-        val, grad = _gradient(self.client, self.loss_future, model, self.parts, self.reduce)
+        val, grad = _gradient(self.client, self.engine, model, self.parts, self.reduce)
         return val, (grad,)
 
 
@@ -383,7 +412,6 @@ def train(client, loss, model, shards, state, *, steps=1, reduce='sum', tape=Non
     """
     _check_reduce(reduce)
     parts = _placed(client, shards)
-    loss_future = client.scatter([_Loss(loss, tape, adtype)], broadcast=True, hash=False)[0]
-    backend = _OnShards(client, loss, loss_future, parts, reduce)
+    backend = _OnShards(client, _send(client, loss, tape, adtype), parts, reduce)
     return _train(loss, model, [()] * steps, state, adtype=backend, progress=progress,
                   desc=desc)
