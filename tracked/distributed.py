@@ -2,9 +2,9 @@
 
 The loss of a data set split into shards is the sum of the shards' losses, so its
 gradient is the sum of theirs.  ``withgradient(client, loss, model, shards)`` computes
-each shard's value and gradient in a task on the worker that holds the shard, adds
-them up on the workers (a fixed tree, in shard order: the result does not depend on
-which worker finishes first) and brings one gradient back; ``train`` runs
+each shard's value and gradient in a task on the worker that holds the shard and adds
+them up in a fixed order (the result does not depend on which worker finishes
+first; many parts are summed on the workers first); ``train`` runs
 ``tr.train``'s loop -- the same optimisers, the same progress bar -- on such
 gradients, one step per pass over all the shards.  Dask does the scheduling, the
 data placement and the recovery: a task whose worker dies is run again elsewhere.
@@ -124,13 +124,13 @@ def _placed(client, shards):
     # round trip each, more than a small shard's gradient.  The groups are fixed
     # here, so every step sums in the same order.  The data goes inside its task
     # (not client.scatter): Dask can recompute it if its worker dies.
-    slots = [w for w, n in client.nthreads().items() for _ in range(n)] or [None]
+    slots = [w for w, n in client.nthreads().items() for _ in range(n)] or [None] * len(local)
     k = min(len(slots), len(local))
     token = uuid.uuid4().hex[:12]
     for g in range(k):
         members = local[g * len(local) // k:(g + 1) * len(local) // k]
-        future = client.submit(_shards, [s for _, s in members], key=f'tracked-shards-{g}-{token}',
-                               workers=slots[g], allow_other_workers=True)
+        future = client.submit(_shards, [s for _, s in members], workers=slots[g],
+                               allow_other_workers=True, key=f'tracked-shards-{g}-{token}')
         parts.append(_Part(future, True, tuple(f'shard {i}' for i, _ in members)))
     return parts
 
@@ -160,9 +160,8 @@ def _blocks(arrays):
 
 class _Loss:
     """What each shard's task differentiates: ``loss(model, *shard)`` with the eager
-    tape, a backend (``adtype``) or a recorded ``tape``.  Sent once per call of
-    ``withgradient``/``train`` and kept by each worker, so a compiled tape is rebuilt
-    once per worker and ``AutoCompiled`` keeps its tapes from step to step."""
+    tape, a backend (``adtype``) or a recorded ``tape`` (``_send`` says how it
+    travels).  A tape or backend is used by one task at a time on a worker."""
 
     def __init__(self, loss, tape=None, adtype=None):
         if tape is not None and adtype is not None:
@@ -333,7 +332,8 @@ def _send(client, loss, tape, adtype):
     if key is None:
         return engine
     hit = _SENT.get(key)
-    if hit is None or hit[0] is not client or hit[1] is not loss:
+    if hit is None or hit[0] is not client or hit[1] is not loss or \
+            hit[2].status != 'finished':             # (lost: every worker restarted)
         hit = _SENT[key] = (client, loss, client.scatter([engine], broadcast=True,
                                                          hash=False)[0])
     return hit[2]
@@ -380,7 +380,7 @@ class _OnShards(ADType):
     def __init__(self, client, engine, parts, reduce):
         self.client, self.engine, self.parts, self.reduce = client, engine, parts, reduce
 
-    def withgradient(self, f, model):
+    def withgradient(self, f, model):          # f: the loss, which the engine holds
         val, grad = _gradient(self.client, self.engine, model, self.parts, self.reduce)
         return val, (grad,)
 
@@ -394,8 +394,9 @@ def train(client, loss, model, shards, state, *, steps=1, reduce='sum', tape=Non
     to the workers, each shard's gradient computed next to it, the gradients summed on
     the workers and the optimiser ``state`` (from ``tr.setup``) applied on the client,
     changing ``model`` in place; a tqdm bar shows the running loss.  The shards are
-    placed once, for all steps.  ``reduce``, ``tape``, ``adtype``: as in
-    ``withgradient``.  Returns the loss of each step.
+    placed once, for all steps (pass ``place(client, shards)`` to keep them for
+    several calls).  ``reduce``, ``tape``, ``adtype``: as in ``withgradient``.  Returns
+    the loss of each step.
 
     >>> import numpy as np, tracked as tr, tracked.distributed as td
     >>> from dask.distributed import Client
