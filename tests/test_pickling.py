@@ -151,7 +151,7 @@ def test_tape_with_dict_output_and_custom_rules():
     assert _roundtrip(softplus) is softplus and _roundtrip(softplus.forward) is softplus.forward
 
 
-def test_rule_defined_in_a_function_travels_by_value_with_cloudpickle():
+def test_rules_and_checkpoints_in_functions_travel_by_value_with_cloudpickle():
     cloudpickle = pytest.importorskip('cloudpickle')
 
     @tr.rule
@@ -160,6 +160,11 @@ def test_rule_defined_in_a_function_travels_by_value_with_cloudpickle():
     tape = cloudpickle.loads(cloudpickle.dumps(tr.GradientTape(
         lambda x: np.sum(square(x)), np.ones(2))))
     np.testing.assert_array_equal(tape.gradient(np.array([1.0, 3.0]))[0], [2.0, 6.0])
+    # a checkpoint's recorded function is a closure: cloudpickle sends it by value
+    tape = cloudpickle.loads(cloudpickle.dumps(tr.GradientTape(
+        lambda x: tr.checkpoint(lambda y: np.sum(np.sin(y)), x), np.ones(2))))
+    np.testing.assert_allclose(tape.gradient(np.array([0.0, 1.0]))[0], np.cos([0.0, 1.0]),
+                               rtol=1e-15)
 
 
 def test_compiled_tape_recompiles_from_the_disk_cache_in_a_new_process(tmp_path):
