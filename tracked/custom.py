@@ -21,6 +21,7 @@ input is impossible, and a guard entry (``_poisoned``) raises if a backward pass
 needs it.
 """
 import functools
+import sys
 import types
 
 import numpy as np
@@ -43,6 +44,9 @@ class _Call:
     def __init__(self):
         self.pullback = None
         self.g = self.cts = None
+
+    def __reduce__(self):          # per-call state: a replay of the forward refreshes it
+        return _Call, ()
 
     def cotangents(self, g, nargs):
         if g is not self.g:          # once per backward step, shared by every position
@@ -91,7 +95,10 @@ def _primitive(forward, nargs, name, cache, rule_forward=None, jvp=None):
     if prim is None:
         prim = cache[nargs] = Primitive(
             forward, [_position_vjp(i, rule_forward) for i in range(nargs)],
-            name=name, direct=True, jvp=None if jvp is None else _user_jvp(jvp))
+            name=name, direct=True,
+            jvp=None if getattr(rule_forward, 'jvp', None) is None else _user_jvp(rule_forward.jvp))
+        # pickles as this lookup: the rule's function by reference, or the checkpoint's
+        prim.ref = (_rule_primitive, (rule_forward, nargs))
     return prim
 
 
@@ -101,6 +108,16 @@ def _user_jvp(jvp):
     def rule_jvp(tangents, ans, *args, _state=None, **kwargs):
         return jvp(tangents, ans, *args, **kwargs)
     return rule_jvp
+
+
+def _rule_primitive(forward, key):
+    """The primitive of rule ``forward`` for ``key`` (its number of arguments, or an
+    opaque entry's key: ``RuleForward._prim``); a checkpoint's if ``forward`` is None."""
+    if forward is None:
+        return _primitive(_checkpoint_forward, key, 'checkpoint', _checkpoint_cache)
+    if type(key) is int:
+        return _primitive(forward, key, forward.name, forward.prims, forward)
+    return forward._prim(key)
 
 
 def _any_tracked(args):
@@ -137,13 +154,26 @@ class RuleForward:
     value, or the rule is ``opaque``, the call becomes opaque (module docstring).
     """
 
-    __slots__ = ('function', 'name', 'always_opaque', 'prims')
+    __slots__ = ('function', 'name', 'always_opaque', 'prims', 'jvp')
 
-    def __init__(self, function, name=None, opaque=False):
+    def __init__(self, function, name=None, opaque=False, jvp=None):
         self.function = function
         self.name = name or getattr(function, '__name__', 'rule')
         self.always_opaque = opaque
-        self.prims = {}
+        self.prims = {}      # number of arguments or opaque key -> Primitive
+        self.jvp = jvp       # the rule's tangent rule, or None (double vjp)
+
+    def __reduce__(self):
+        # By reference to the module-level @rule function that holds it, as pickle sends
+        # functions; one defined in __main__ (a script, a notebook) travels by value,
+        # which cloudpickle (Dask's fallback) can do.
+        owner = sys.modules.get(getattr(self.function, '__module__', None))
+        if owner is not None and owner.__name__ != '__main__':
+            for part in self.function.__qualname__.split('.'):
+                owner = getattr(owner, part, None)
+            if getattr(owner, 'forward', None) is self:
+                return _rule_forward, (owner,)
+        return RuleForward, (self.function, self.name, self.always_opaque)
 
     def __call__(self, *args, _state, **kwargs):
         for a in args:
@@ -193,7 +223,13 @@ class RuleForward:
         prim = self.prims.get(key)
         if prim is None:
             prim = self.prims[key] = _make_opaque_prim(self, key)
+            prim.ref = (_rule_primitive, (self, key))        # pickles as this lookup
         return prim
+
+
+def _rule_forward(function):
+    """The ``RuleForward`` of a ``@rule`` function (unpickling it)."""
+    return function.forward
 
 
 class _OpaquePullback:
@@ -433,8 +469,7 @@ def rule(fn=None, *, opaque=False, jvp=None):
     if fn is None:
         return functools.partial(rule, opaque=opaque, jvp=jvp)
     name = getattr(fn, '__name__', 'rule')
-    forward = RuleForward(fn, name, opaque)
-    cache = {}
+    forward = RuleForward(fn, name, opaque, jvp)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -446,7 +481,7 @@ def rule(fn=None, *, opaque=False, jvp=None):
                                 f'positional arguments')
         kw = dict(kwargs)
         kw['_state'] = _Call()
-        return apply(_primitive(forward, len(args), name, cache, forward, jvp), args, kw)
+        return apply(_primitive(forward, len(args), name, forward.prims, forward), args, kw)
     wrapper.forward = forward
     return wrapper
 

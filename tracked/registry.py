@@ -17,7 +17,10 @@ n = 10^5: 2 arrays kept after the forward pass instead of 7, a peak of 6 during
 the backward pass instead of 11).
 """
 import dis
+import importlib
 import math
+import pickle
+import sys
 import types
 
 RULES = {}        # NumPy callable (ufunc, function, or operator.*) -> Primitive | composite
@@ -215,11 +218,14 @@ class Primitive:
     batched tangent (copy, real, where, triu...), or a function like ``jvp`` that
     takes batched tangents (it may return NotImplemented); otherwise the tangents are
     taken one at a time.
+
+    A primitive pickles as where to find it (``__reduce__``); ``ref`` is that place
+    for one made at run time (a ``@tr.rule``'s): a ``(function, args)`` pair.
     """
 
     __slots__ = ('fn', 'vjps', 'name', 'view', 'direct', 'saves', 'elementwise', 'fast',
                  'kernel', 'index_args', 'multi', 'partials', 'linear', 'jvp', 'inline',
-                 'batched')
+                 'batched', 'ref')
 
     def __init__(self, fn, vjps, name=None, view=False, direct=False, elementwise=False,
                  kernel=None, index_args=(), multi=False, partials=None, linear=None,
@@ -244,6 +250,13 @@ class Primitive:
         # Per position, the partial derivative that ``tape.backward`` calls itself
         # instead of the pullback made from it (one Python call less); None: no such.
         self.inline = None
+        self.ref = None
+
+    def __reduce__(self):
+        # Pullbacks are often lambdas, and the tapes and the compiler know a primitive
+        # by identity: it travels as where to find it in the receiving process (pickle's
+        # own rule for functions and classes), never by value.
+        return self.ref or _place(self)
 
     def plan(self, key):
         """``(keep ans?, saver, kept)`` for an entry whose parents sit at the positions
@@ -295,6 +308,51 @@ class Primitive:
 
     def __repr__(self):
         return f'<Primitive {self.name}>'
+
+
+_PLACES = {}      # id(primitive) -> (primitive, how pickle finds it)
+
+
+def _place(prim):
+    """How another process finds ``prim``: by its NumPy callable in ``RULES``, or by the
+    module-level name that holds it (the rule modules' internal primitives)."""
+    hit = _PLACES.get(id(prim))
+    if hit is None or hit[0] is not prim:
+        ref = next(((rule_of, (fun,)) for fun, p in list(RULES.items())
+                    if p is prim and _by_reference(fun)), None)
+        modules = [getattr(prim.fn, '__module__', None)] + sorted(
+            m for m in list(sys.modules) if m == 'tracked' or m.startswith('tracked.'))
+        for mod in modules if ref is None else ():
+            names = getattr(sys.modules.get(mod), '__dict__', {})
+            name = next((k for k, v in list(names.items()) if v is prim), None)
+            if name is not None:
+                ref = (module_attribute, (mod, name))
+                break
+        if ref is None:
+            raise pickle.PicklingError(
+                f'the primitive {prim.name} cannot be pickled: it is neither registered '
+                f'(defvjp) nor held by a module-level name, so another process cannot '
+                f'find it. Define it at module level, or register it with defvjp.')
+        hit = _PLACES[id(prim)] = (prim, ref)
+    return hit[1]
+
+
+def _by_reference(fun):
+    """Whether ``fun`` pickles as a reference to itself (a NumPy or module-level callable)."""
+    try:
+        return pickle.loads(pickle.dumps(fun)) is fun
+    except Exception:
+        return False
+
+
+def rule_of(fun):
+    """The primitive registered for NumPy callable ``fun`` (unpickling a primitive)."""
+    return RULES[fun]
+
+
+def module_attribute(module, name):
+    """``module.name``, importing the module (unpickling a primitive)."""
+    return getattr(importlib.import_module(module), name)
 
 
 def defvjp(fun, *vjps, fn=None, name=None, view=False, kernel=None, index_args=(), multi=False,

@@ -558,7 +558,7 @@ class TreeDef:
         return h
 
     def __reduce__(self):               # the cached hash is per process (string hashing)
-        return TreeDef, (self._form, self.num_leaves)
+        return TreeDef, (_portable(self._form), self.num_leaves)
 
     def __repr__(self):
         return f'TreeDef({self.format()})'
@@ -618,6 +618,28 @@ class TreeDef:
         if distinct is None:
             distinct = [range(self.num_leaves)]
         return _make_matcher(self._form, self.num_leaves, checks, distinct)
+
+
+class _TypeOf:
+    """A static's type in a pickled form: unpickles as ``type(value)``, so that types
+    pickle cannot name (``function``, ``builtin_function_or_method``) travel too."""
+    __slots__ = ('value',)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __reduce__(self):
+        return type, (self.value,)
+
+
+def _portable(d):
+    """Form ``d`` with each static's type as a ``_TypeOf`` (``TreeDef.__reduce__``)."""
+    tag = d[0]
+    if tag == STATIC:
+        return (STATIC, _TypeOf(_unwrap(d[2])), d[2])
+    if tag == LEAF or tag == REF:
+        return d
+    return d[:3] + (tuple([_portable(c) for c in d[3]]),) + d[4:]
 
 
 def _format(d, leaf, seen, made):

@@ -554,6 +554,14 @@ class Tracked:
     def __format__(self, spec):
         return format(plain(self), spec) if spec else repr(self)
 
+    def __reduce__(self):
+        # Its tape entry lives in this process only: a copy elsewhere would carry a
+        # value cut off from its gradient.  (TrackedInt overrides this: it is its int.)
+        raise TypeError(f'a tracked value ({type(self).__name__}) cannot be pickled or '
+                        f'copied: it belongs to a tape in this process. Send tr.data(x) '
+                        f'for its value, or the model itself (a tree of plain arrays), '
+                        f'and differentiate where it arrives.')
+
     def __array__(self, *args, **kwargs):
         raise TypeError('a tracked value cannot be converted to a plain NumPy array '
                         'silently: that would drop its gradient. Use tr.data(x) for the '

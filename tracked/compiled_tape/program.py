@@ -48,6 +48,11 @@ class Program:
             self.guards_at.setdefault(g.i, []).append(g)
         self._steps = None
 
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state['_steps'] = None             # the replay's closures: rebuilt on first use
+        return state
+
     # -- NumPy replay -------------------------------------------------------------
     def _compile_steps(self):
         """Per instruction, what ``run`` needs: index, input?, leaf, function, argument

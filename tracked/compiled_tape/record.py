@@ -71,6 +71,13 @@ class Instr:
     def __repr__(self):
         return f'<{instr_text(self)}>'
 
+    def __reduce__(self):
+        # ``fn`` is ``prim.fn`` (a lambda for some rules): it travels as the primitive,
+        # which pickles as a reference into the registry (``Primitive.__reduce__``).
+        fn = None if self.prim is not None and self.fn is self.prim.fn else self.fn
+        return _instr, (self.i, self.kind, fn, self.prim, self.name, self.args, self.kwargs,
+                        self.value, self.pos)
+
     @property
     def shape(self):
         v = self.value            # a tuple for a multi-output primitive: one per output
@@ -89,6 +96,11 @@ class Instr:
             elif type(a) in (tuple, list):
                 out.extend(b.i for b in a if type(b) is Ref)
         return out
+
+
+def _instr(i, kind, fn, prim, *rest):
+    """An unpickled ``Instr`` (see ``Instr.__reduce__``)."""
+    return Instr(i, kind, prim.fn if fn is None and prim is not None else fn, prim, *rest)
 
 
 def instr_text(ins):
@@ -140,6 +152,7 @@ def _nondiff_prim(fun):
         prim = _NONDIFF_PRIMS[fun] = Primitive(
             fun, (), name=_name(fun) if callable(fun) else str(fun),
             kernel=kernel if isinstance(kernel, str) else None)
+        prim.ref = (_nondiff_prim, (fun,))          # pickles as this lookup
     return prim
 
 

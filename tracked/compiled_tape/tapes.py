@@ -6,6 +6,7 @@ forward and the backward pass as plain forward operations.  Replaying checks the
 arguments' structure, shapes and dtypes, runs the program (NumPy here, numba
 after ``compile``) and checks every guard on the way.
 """
+import functools
 from collections import namedtuple
 
 import numpy as np
@@ -102,6 +103,7 @@ class _Tape:
                 checks.append((t, {}))
         # generated for this structure; arrays untied when recorded must stay untied
         # (tied ones get the total gradient: another tape), argument by argument
+        self._checks = checks
         self._checker = self.treedef.matcher(checks, distinct=per_arg)
         rec = Recorder(new_level())
         push_recorder(rec)
@@ -116,6 +118,37 @@ class _Tape:
         self.out_specs, self.placements = self._layout()
         if self.compiled is not None:                     # retraced: compile the new program
             self._compile()
+
+    # -- pickling: a tape travels as its recorded program --------------------------
+    def __getstate__(self):
+        # Generated code (argument checkers, the compiled VM) is rebuilt where the tape
+        # lands, numba's from the disk cache; ``f`` is needed only to re-record.
+        state = {k: v for k, v in self.__dict__.items() if k not in _PER_PROCESS}
+        state['compiled'] = self.compiled is not None
+        if self.on_guard != 'retrace':
+            state['f'] = _Recorded(getattr(self.f, '__name__', repr(self.f)))
+        return state
+
+    def __setstate__(self, state):
+        compiled = state.pop('compiled')
+        self.__dict__.update(state)
+        self.compiled = None
+        self._checker = self.treedef.matcher(self._checks, distinct=self.per_arg)
+        if compiled:
+            try:
+                self._compile()
+            except Exception as e:
+                name = getattr(self.f, '__name__', 'f')
+                raise RuntimeError(
+                    f'a compiled {self._what} of {name} arrived in a process that '
+                    f'cannot compile it ({type(e).__name__}: {e}). It needs numba and a '
+                    f'writable cache folder ($TRACKED_CACHE_DIR); or send the tape '
+                    f'uncompiled and replay it in NumPy.') from e
+
+    def __copy__(self):                   # compile() copies: a plain shallow copy
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        return new
 
     def _compile(self):
         from .compiled import CompiledProgram
@@ -242,6 +275,19 @@ class _Tape:
                 f'{len(self.program.instrs)} instructions, {len(self.program.guards)} guards>')
 
 
+_PER_PROCESS = ('_checker', '_out_checker', '_out_checked', '_diffset_cache')
+
+
+class _Recorded:
+    """``f`` of an unpickled tape that never re-records (``on_guard='error'``): its name."""
+
+    def __init__(self, name):
+        self.__name__ = name
+
+    def __repr__(self):
+        return f'<{self.__name__}: recorded, not sent>'
+
+
 def _split_output(out):
     """(the differentiated output, the whole value): first element of tuples and dicts."""
     if isinstance(out, (tuple, list)) and not isinstance(out, Tracked):
@@ -266,14 +312,22 @@ def _value_tree(rec, out):
     if isinstance(out, dict):
         keys = list(out)
         specs = [rec.output(out[k]) for k in keys]
-        return specs, lambda vals: dict(zip(keys, vals))
+        return specs, functools.partial(_rebuild_dict, keys)
     t = type(out)
     specs = [rec.output(v) for v in out]
     if t is list:
         return specs, list
     if t is tuple:
         return specs, tuple
-    return specs, lambda vals: t(*vals)
+    return specs, functools.partial(_rebuild_fields, t)
+
+
+def _rebuild_dict(keys, vals):
+    return dict(zip(keys, vals))
+
+
+def _rebuild_fields(t, vals):
+    return t(*vals)
 
 
 def _plain_scalar(v):

@@ -1,0 +1,251 @@
+"""tracked.distributed on a real LocalCluster (2 worker processes, one per module):
+gradients equal tr.gradient on the concatenated data, training equals the single-process
+run step for step, a worker killed mid-step changes nothing, bad shards are named."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tracked as tr
+
+distributed = pytest.importorskip('distributed')
+da = pytest.importorskip('dask.array')
+db = pytest.importorskip('dask.bag')
+td = pytest.importorskip('tracked.distributed')
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SIZES = (70, 130, 40, 60)                  # unequal shards: 300 records
+
+
+@pytest.fixture(scope='module')
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=':0')
+    client = distributed.Client(cluster)
+    # the workers are new processes: they must import this checkout of tracked
+    assert set(client.run(_tracked_file).values()) == {tr.__file__}
+    yield client
+    client.close()
+    cluster.close()
+
+
+def _tracked_file():
+    import tracked
+    return tracked.__file__
+
+
+def _model():
+    return tr.Chain(tr.Dense(3, 16, tr.tanh, rng=1), tr.Dense(16, 3, rng=2))
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((sum(SIZES), 3))
+    y = np.argmax(x @ rng.standard_normal((3, 3)), axis=1)
+    return x, y
+
+
+def _split(x, y, sizes=SIZES):
+    cuts = np.cumsum(sizes)[:-1]
+    return list(zip(np.split(x, cuts), np.split(y, cuts)))
+
+
+def mean_loss(m, x, y):
+    return tr.logitcrossentropy(m(x), y)
+
+
+def sum_loss(m, x, y):
+    return tr.logitcrossentropy(m(x), y, agg=np.sum)
+
+
+def _assert_close(a, b, tol=1e-12):
+    la, da_ = tr.tree_util.flatten(a)
+    lb, db_ = tr.tree_util.flatten(b)
+    assert da_ == db_
+    for u, v in zip(la, lb):
+        np.testing.assert_allclose(u, v, rtol=tol, atol=tol)
+
+
+# --------------------------------------------------------------------------
+# The gradient
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize('loss, reduce', [(sum_loss, 'sum'), (mean_loss, 'mean')])
+def test_gradient_equals_gradient_on_concatenated_data(client, loss, reduce):
+    model, (x, y) = _model(), _data()
+    val, g = td.withgradient(client, loss, model, _split(x, y), reduce=reduce)
+    val0, (g0,) = tr.withgradient(lambda m: loss(m, x, y), model)
+    assert abs(val - val0) <= 1e-12 * abs(val0)
+    assert type(g) is tr.Chain
+    _assert_close(g, g0)
+
+
+def test_a_large_model_is_scattered_and_many_parts_summed_on_the_workers(client, monkeypatch):
+    model, (x, y) = _model(), _data()
+    shards = [client.scatter(s) for s in _split(x, y, (15,) * 20)]    # 20 futures: 3 sum tasks
+    expected = td.withgradient(client, sum_loss, model, shards)
+    monkeypatch.setattr(td, '_INLINE_BYTES', 0)
+    val, g = td.withgradient(client, sum_loss, model, shards)
+    assert val == expected.val
+    _assert_close(g, expected.grad, 0)
+    val0, (g0,) = tr.withgradient(lambda m: sum_loss(m, x, y), model)
+    assert abs(val - val0) <= 1e-12 * val0
+    _assert_close(g, g0)
+
+
+def test_shards_as_futures_dask_arrays_and_bags(client):
+    model, (x, y) = _model(), _data()
+    shards = _split(x, y)
+    expected = td.withgradient(client, sum_loss, model, shards)
+    forms = [client.scatter(shards),
+             [client.scatter(shards[0])] + shards[1:],     # futures and arrays together
+             td.place(client, shards),
+             (da.from_array(x, chunks=(80, 2)), da.from_array(y, chunks=50)),
+             db.from_sequence(shards, npartitions=2)]
+    for form in forms:
+        val, g = td.withgradient(client, sum_loss, model, form)
+        assert abs(val - expected.val) <= 1e-12 * abs(val)
+        _assert_close(g, expected.grad)
+
+
+def test_compiled_tape_and_autocompiled_on_the_workers(client):
+    model, (x, y) = _model(), _data()
+    y = tr.onehot(y, 3)       # a tape freezes integer labels (nn._targets reads their values)
+    shards = _split(x, y, (75,) * 4)
+    val0, (g0,) = tr.withgradient(lambda m: mean_loss(m, x, y), model)
+    tape = tr.compile(tr.GradientTape(mean_loss, model, *shards[0], wrt=(0,)))
+    val, g = td.withgradient(client, mean_loss, model, shards, reduce='mean', tape=tape)
+    assert abs(val - val0) <= 1e-12 * val0
+    _assert_close(g, g0)
+    val, g = td.withgradient(client, mean_loss, model, _split(x, y), reduce='mean',
+                             adtype=tr.AutoCompiled())
+    assert abs(val - val0) <= 1e-12 * val0
+    _assert_close(g, g0)
+
+
+# --------------------------------------------------------------------------
+# Training
+# --------------------------------------------------------------------------
+
+def _single_process_run(steps):
+    model, (x, y) = _model(), _data()
+    state = tr.setup(tr.Adam(0.05), model)
+    losses = tr.train(mean_loss, model, [(x, y)] * steps, state, progress=False)
+    return losses, model
+
+
+def test_training_equals_the_single_process_run_step_for_step(client):
+    losses0, model0 = _single_process_run(6)
+    model, (x, y) = _model(), _data()
+    state = tr.setup(tr.Adam(0.05), model)
+    losses = td.train(client, mean_loss, model, _split(x, y), state, steps=6, reduce='mean',
+                      progress=False)
+    np.testing.assert_allclose(losses, losses0, rtol=1e-12)
+    assert losses[-1] < 0.8 * losses[0]
+    _assert_close(model, model0, 1e-10)
+
+
+class DyingLoss:
+    """``mean_loss``, except that the first call anywhere kills its worker process."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __call__(self, m, x, y):
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))   # once, atomically
+        except FileExistsError:
+            return mean_loss(m, x, y)
+        os._exit(1)
+
+
+def test_a_worker_killed_during_a_step_changes_nothing(client, tmp_path):
+    losses0, model0 = _single_process_run(3)
+    model, (x, y) = _model(), _data()
+    loss = DyingLoss(str(tmp_path / 'died'))
+    losses = td.train(client, loss, model, _split(x, y), tr.setup(tr.Adam(0.05), model),
+                      steps=3, reduce='mean', progress=False)
+    assert (tmp_path / 'died').exists()           # a worker did die
+    np.testing.assert_allclose(losses, losses0, rtol=1e-12)
+    _assert_close(model, model0, 1e-10)
+    client.wait_for_workers(2, timeout=60)         # the nanny restarted it
+
+
+# --------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------
+
+def test_a_shard_with_the_wrong_shape_is_named(client):
+    model, (x, y) = _model(), _data()
+    shards = _split(x, y)
+    bad = list(shards)
+    bad[2] = (np.hstack([shards[2][0], shards[2][0][:, :1]]), shards[2][1])   # 4 features
+    with pytest.raises(td.ShardError, match=r'shard 2: ValueError: Dense\(3 => 16\) expects '
+                                            r'input of shape \(\.\.\., 3\), got \(40, 4\)'):
+        td.withgradient(client, sum_loss, model, bad)
+    # a shape the loss broadcasts without complaint: caught by comparing the shards
+    bad[2] = (shards[2][0], shards[2][1][:, None])
+    with pytest.raises(ValueError, match=r'the shards do not match: shard 2 has argument 1 of '
+                                         r'shape \(n, 1\) and dtype int64, where the others '
+                                         r'have shape \(n,\) and dtype int64'):
+        td.withgradient(client, lambda m, x, y: np.sum(m(x)[:, 0] - y), model, bad)
+
+
+def test_bad_arguments(client):
+    model, (x, y) = _model(), _data()
+    with pytest.raises(ValueError, match="reduce must be 'sum' or 'mean'"):
+        td.withgradient(client, sum_loss, model, _split(x, y), reduce='max')
+    with pytest.raises(TypeError, match='shards must be a sequence'):
+        td.withgradient(client, sum_loss, model, x)
+    with pytest.raises(td.ShardError, match=r"shard 0: ValueError: reduce='mean' .*scalar"):
+        td.withgradient(client, lambda m, s: m * s, 1.0, [(2.0,)], reduce='mean')
+
+
+def test_doctests():
+    import doctest
+    result = doctest.testmod(td, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_without_dask_the_error_names_the_extra():
+    code = ('import sys\n'
+            'sys.modules["distributed"] = None\n'
+            'try:\n'
+            '    import tracked.distributed\n'
+            'except ImportError as e:\n'
+            '    print(e)\n')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), check=True).stdout
+    assert "pip install -e '.[distributed]'" in out
+
+
+# --------------------------------------------------------------------------
+# The README's five lines
+# --------------------------------------------------------------------------
+
+README = '''
+import numpy as np
+import tracked as tr
+import tracked.distributed as td
+from dask.distributed import Client
+
+x = np.random.default_rng(0).standard_normal((4000, 2))
+y = (x[:, 0] * x[:, 1] > 0).astype(int)
+model = tr.Chain(tr.Dense(2, 32, tr.relu, rng=1), tr.Dense(32, 2, rng=2))
+loss = lambda m, x, y: tr.logitcrossentropy(m(x), y)
+
+with Client(n_workers=2) as client:           # a LocalCluster; Client('host:8786') for a cluster
+    shards = td.place(client, [(x[i::4], y[i::4]) for i in range(4)])     # 4 shards, on the workers
+    val, g = td.withgradient(client, loss, model, shards, reduce='mean')  # mean over all records
+    state = tr.setup(tr.Adam(0.05), model)
+    td.train(client, loss, model, shards, state, steps=50, reduce='mean')  # tr.train's loop and bar
+print('accuracy', np.mean(np.argmax(model(x), axis=1) == y))             # accuracy 0.996
+'''
+
+
+def test_readme_snippet(capsys):
+    exec(compile(README, 'README snippet', 'exec'), {})
+    assert capsys.readouterr().out.split('accuracy')[-1].strip() == '0.996'

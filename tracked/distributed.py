@@ -1,0 +1,418 @@
+"""Data-parallel gradients and training on ``dask.distributed`` (an optional extra).
+
+The loss of a data set split into shards is the sum of the shards' losses, so its
+gradient is the sum of theirs.  ``withgradient(client, loss, model, shards)`` computes
+each shard's value and gradient in a task on the worker that holds the shard and adds
+them up in a fixed order (the result does not depend on which worker finishes
+first; many parts are summed on the workers first); ``train`` runs
+``tr.train``'s loop -- the same optimisers, the same progress bar -- on such
+gradients, one step per pass over all the shards.  Dask does the scheduling, the
+data placement and the recovery: a task whose worker dies is run again elsewhere.
+
+Shards are given as a sequence (each shard a tuple of arguments, or one array), as
+futures of such shards, as a ``dask.array`` (or a tuple of them: the blocks along
+the first axis are the shards) or as a ``dask.bag`` whose items are shards.
+In-memory shards travel inside their tasks, as ``dask.array.from_array``'s blocks
+do, so Dask can send a shard again when the worker that held it dies; data too large
+for the client should come as futures or a dask collection that loads it on the
+workers.  Install with ``pip install -e '.[distributed]'``.
+
+Dask starts its workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which makes NumPy
+code with many large temporaries -- an eager tape's -- up to twice as slow; a
+cluster started after ``dask.config.set({'distributed.nanny.pre-spawn-environ.
+MALLOC_TRIM_THRESHOLD_': None})`` keeps glibc's default (notebooks/06_distributed).
+"""
+import itertools
+import threading
+import uuid
+import weakref
+
+try:
+    import dask
+    import dask.array
+    import dask.bag
+    from distributed import Future
+except ImportError as e:            # an optional extra: say which, not just "no module"
+    raise ImportError(
+        f"tracked.distributed needs Dask's distributed scheduler, an optional extra: "
+        f"pip install -e '.[distributed]' (or pip install 'dask[distributed]'). "
+        f"({e})") from e
+
+import numpy as np
+
+from . import api
+from .arguments import ADType, Args, check_scalar, differentiable, first_output
+from .optimise import train as _train
+from .tree_util import flatten, follow
+from .values import plain
+
+__all__ = ['withgradient', 'train', 'place', 'Placed', 'ShardError']
+
+
+class ShardError(RuntimeError):
+    """A shard's loss or gradient failed on its worker; the message names the shard."""
+
+
+# --------------------------------------------------------------------------
+# Placing the shards
+# --------------------------------------------------------------------------
+
+def place(client, shards):
+    """``place(client, shards) -> Placed``: the shards on the workers, for repeated
+    ``withgradient`` calls that do not send the data again; pass it as ``shards``.
+
+    In-memory shards are grouped, in order, into one future per worker thread (one
+    task per thread and step, next to its data); their data travels inside the
+    tasks, so Dask can recompute a future whose worker died (``client.scatter``'s
+    could not).  Futures and dask collections keep their own granularity.
+
+    >>> import numpy as np, tracked.distributed as td
+    >>> from dask.distributed import Client
+    >>> with Client(processes=False, n_workers=1, threads_per_worker=1,
+    ...             dashboard_address=':0') as client:
+    ...     print(td.place(client, [(np.ones(2),), (np.zeros(2),), (np.ones(2),)]))
+    <3 shards in 1 futures on the cluster>
+    """
+    return Placed(_placed(client, shards))
+
+
+class Placed:
+    """Shards on the cluster (made by ``place``): ``parts``, one per future."""
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    def __repr__(self):
+        n = sum(len(p.names) if type(p.names) is tuple else 1 for p in self.parts)
+        bag = any(type(p.names) is str for p in self.parts)
+        return (f'<{n} {"partitions" if bag else "shards"} in {len(self.parts)} futures '
+                f'on the cluster>')
+
+
+class _Part:
+    """One future's share of the work: a list of shards (``many``) or one shard, and
+    their names for errors (a tuple, or a bag partition's name for its items)."""
+
+    __slots__ = ('future', 'many', 'names')
+
+    def __init__(self, future, many, names):
+        self.future, self.many, self.names = future, many, names
+
+
+def _placed(client, shards):
+    """``shards`` as ``_Part``s (see the module docstring for what ``shards`` may be)."""
+    if isinstance(shards, Placed):
+        return shards.parts
+    if isinstance(shards, dask.bag.Bag):
+        return [_Part(f, True, f'partition {p}') for p, f in
+                enumerate(client.compute(shards.to_delayed()))]
+    arrays = (shards,) if isinstance(shards, dask.array.Array) else tuple(shards) \
+        if isinstance(shards, (tuple, list)) and shards and all(
+            isinstance(a, dask.array.Array) for a in shards) else None
+    if arrays is not None:
+        return [_Part(f, False, (f'shard {i} (block {i} along the first axis)',))
+                for i, f in enumerate(client.compute(_blocks(arrays)))]
+    if isinstance(shards, Future) or not isinstance(shards, (list, tuple)):
+        raise TypeError(f'shards must be a sequence of shards (tuples of arguments), of '
+                        f'futures, a dask.array or a dask.bag; got {type(shards).__name__}')
+    if not shards:
+        raise ValueError('no shards: pass at least one')
+    parts = [_Part(s, False, (f'shard {i}',)) for i, s in enumerate(shards)
+             if isinstance(s, Future)]
+    local = [(i, s) for i, s in enumerate(shards) if not isinstance(s, Future)]
+    # One group per worker thread: a task per shard and step would cost a scheduler
+    # round trip each, more than a small shard's gradient.  The groups are fixed
+    # here, so every step sums in the same order.  The data goes inside its task
+    # (not client.scatter): Dask can recompute it if its worker dies.
+    slots = [w for w, n in client.nthreads().items() for _ in range(n)] or [None] * len(local)
+    k = min(len(slots), len(local))
+    token = uuid.uuid4().hex[:12]
+    for g in range(k):
+        members = local[g * len(local) // k:(g + 1) * len(local) // k]
+        future = client.submit(_shards, [s for _, s in members], workers=slots[g],
+                               allow_other_workers=True, key=f'tracked-shards-{g}-{token}')
+        parts.append(_Part(future, True, tuple(f'shard {i}' for i, _ in members)))
+    return parts
+
+
+def _shards(shards):
+    return shards
+
+
+def _blocks(arrays):
+    """One delayed tuple of blocks per chunk of the first axis of ``arrays``."""
+    first = arrays[0]
+    aligned = []
+    for a in arrays:
+        if a.ndim == 0:
+            raise ValueError('a dask.array of shards needs at least one axis (the records)')
+        a = a.rechunk({0: first.chunks[0], **{k: -1 for k in range(1, a.ndim)}})
+        if a.shape[0] != first.shape[0]:
+            raise ValueError(f'the dask arrays have {first.shape[0]} and {a.shape[0]} '
+                             f'records: shards need the same number in each argument')
+        aligned.append(a.to_delayed().reshape(-1))
+    return [dask.delayed(tuple)([d[i] for d in aligned]) for i in range(len(aligned[0]))]
+
+
+# --------------------------------------------------------------------------
+# One gradient: per-shard tasks and a fixed summation tree
+# --------------------------------------------------------------------------
+
+class _Loss:
+    """What each shard's task differentiates: ``loss(model, *shard)`` with the eager
+    tape, a backend (``adtype``) or a recorded ``tape`` (``_send`` says how it
+    travels).  A tape or backend is used by one task at a time on a worker."""
+
+    def __init__(self, loss, tape=None, adtype=None):
+        if tape is not None and adtype is not None:
+            raise TypeError('pass either tape= or adtype=, not both')
+        self.loss, self.tape, self.adtype = loss, tape, adtype
+        self.lock = threading.Lock()
+
+    def __getstate__(self):
+        return {'loss': self.loss, 'tape': self.tape, 'adtype': self.adtype}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.lock = threading.Lock()
+
+    def withgradient(self, model, args):
+        if self.tape is not None:
+            with self.lock:          # a replay writes the tape's buffers: one at a time
+                val, grads = self.tape.withgradient(model, *args)
+            return val, grads[0]
+        if self.adtype is not None:
+            with self.lock:          # AutoCompiled keeps tapes it replays: the same
+                val, grads = api.withgradient(self.loss, self.adtype, model, *args)
+            return val, grads[0]
+        # only the model is differentiated: the shard is closed over, as tr.train does
+        val, (g,) = api.withgradient(lambda m: self.loss(m, *args), model)
+        return val, g
+
+
+def _signature(args):
+    """What must agree between shards, per argument: its number of axes, its shape past
+    the first axis and its dtype (its type, for a non-array)."""
+    sig = []
+    for a in args:
+        a = plain(a)
+        if isinstance(a, (np.ndarray, np.generic)):
+            sig.append((a.ndim, a.shape[1:], a.dtype.str))
+        else:
+            sig.append(type(a))
+    return tuple(sig)
+
+
+def _describe(s):
+    if type(s) is not tuple:
+        return f'type {s.__name__}'
+    ndim, rest, dtype = s
+    shape = ', '.join(['n'] * bool(ndim) + [str(d) for d in rest])
+    return f'shape ({shape}{"," if ndim == 1 else ""}) and dtype {np.dtype(dtype)}'
+
+
+def _check_signatures(sigs):
+    """Name the shards whose signature differs from most shards' (``sigs``: signature
+    -> names of the shards that have it)."""
+    if len(sigs) == 1:
+        return
+    (common, others), *odd = sorted(sigs.items(), key=lambda kv: -len(kv[1]))
+    why = []
+    for sig, names in odd:
+        if len(sig) != len(common):
+            diff = f'{len(sig)} arguments, where the others have {len(common)}'
+        else:
+            k = next(k for k in range(len(sig)) if sig[k] != common[k])
+            diff = (f'argument {k} of {_describe(sig[k])}, where the others have '
+                    f'{_describe(common[k])}')
+        why.append(f'{_names(names)} {"has" if len(names) == 1 else "have"} {diff}')
+    raise ValueError(f'the shards do not match: {"; ".join(why)} (n: the number of '
+                     f'records). Shards may differ only in the length of their first '
+                     f'axis.')
+
+
+def _names(names, most=4):
+    return ', '.join(names[:most]) + (f' and {len(names) - most} more' * (len(names) > most))
+
+
+def _gradient_part(loss, model, held, many, names, reduce):
+    """``(value, flat gradients, records, signatures)`` summed over the shards ``held``
+    (a list if ``many``) with ``loss`` (a ``_Loss``); the gradients are aligned with
+    the model's differentiable leaves, None where a shard gives none; ``signatures``
+    maps each shard signature met to the shards' names."""
+    paths = flatten(model, differentiable)[1].paths()
+    shards = held if many else [held]
+    total = None
+    for j, shard in enumerate(shards):
+        args = shard if isinstance(shard, tuple) else (shard,)
+        name = names[j] if type(names) is tuple else f'item {j} of {names}'
+        try:
+            val, g = loss.withgradient(model, args)
+            val = first_output(val)[0]
+            check_scalar(val, 'tracked.distributed')
+            records = 1
+            if reduce == 'mean':
+                records = _records(args)
+                val = val * records
+            flat = [follow(g, p) for p in paths]
+            if reduce == 'mean':
+                flat = [None if x is None else x * records for x in flat]
+        except Exception as e:
+            raise ShardError(f'{name}: {type(e).__name__}: {e}') from e
+        part = (float(plain(val)), flat, records, {_signature(args): [name]})
+        total = part if total is None else _add(total, part)
+    return total
+
+
+def _records(args):
+    """A shard's number of records: the length of its first argument."""
+    n = np.shape(plain(args[0])) if args else ()
+    if not n:
+        raise ValueError("reduce='mean' weights each shard by its number of records, the "
+                         "length of its first argument, and this shard's first argument "
+                         "has none (a scalar)")
+    return n[0]
+
+
+def _add(a, b):
+    """The sum of two parts (in this order)."""
+    grads = [y if x is None else x if y is None else x + y for x, y in zip(a[1], b[1])]
+    sigs = {k: list(v) for k, v in a[3].items()}
+    for k, v in b[3].items():
+        sigs.setdefault(k, []).extend(v)
+    return a[0] + b[0], grads, a[2] + b[2], sigs
+
+
+def _sum(*parts):
+    total = parts[0]
+    for p in parts[1:]:
+        total = _add(total, p)
+    return total
+
+
+_FAN_IN = 8                 # parts added by one task of the summation tree
+_INLINE_BYTES = 4 << 20     # a model this size, times the tasks, travels inside them
+
+
+def _gradient(client, loss, model, parts, reduce):
+    """The value and gradient over all ``parts`` for ``model`` (``loss``: a ``_Loss`` or
+    its future): one task per part, a summation tree on the workers if there are many,
+    one result to the client."""
+    token = uuid.uuid4().hex[:12]
+    # A small model goes inside the tasks; a large one to each worker once (the same
+    # bytes, but one more round trip through the scheduler).
+    sent = model
+    if sum(getattr(x, 'nbytes', 8) for x in flatten(model)[0]) * len(parts) > _INLINE_BYTES:
+        sent = client.scatter([model], broadcast=True, hash=False)[0]
+    level = [client.submit(_gradient_part, loss, sent, p.future, p.many,
+                           p.names, reduce, key=f'tracked-gradient-{i}-{token}')
+             for i, p in enumerate(parts)]
+    count = itertools.count()
+    while len(level) > _FAN_IN:  # in shard order: the sum does not depend on timing
+        level = [client.submit(_sum, *level[i:i + _FAN_IN],
+                               key=f'tracked-sum-{next(count)}-{token}')
+                 for i in range(0, len(level), _FAN_IN)]
+    value, flat, records, sigs = _sum(*client.gather(level))
+    _check_signatures(sigs)
+    if reduce == 'mean':
+        value = value / records
+        flat = [None if g is None else g / records for g in flat]
+    return value, Args((model,)).gradients(flat)[0]
+
+
+_SENT = weakref.WeakKeyDictionary()     # tape or adtype -> (client, loss, its future)
+
+
+def _send(client, loss, tape, adtype):
+    """The ``_Loss`` for the workers: itself (it travels inside the tasks) for the eager
+    tape; else a future, so that each worker unpickles a tape (compiling it) or keeps
+    an ``AutoCompiled``'s tapes once, for every call with the same objects."""
+    engine = _Loss(loss, tape, adtype)
+    key = tape if tape is not None else adtype
+    if key is None:
+        return engine
+    hit = _SENT.get(key)
+    if hit is None or hit[0] is not client or hit[1] is not loss or \
+            hit[2].status != 'finished':             # (lost: every worker restarted)
+        hit = _SENT[key] = (client, loss, client.scatter([engine], broadcast=True,
+                                                         hash=False)[0])
+    return hit[2]
+
+
+def _check_reduce(reduce):
+    if reduce not in ('sum', 'mean'):
+        raise ValueError(f"reduce must be 'sum' or 'mean', got {reduce!r}")
+
+
+def withgradient(client, loss, model, shards, *, reduce='sum', tape=None, adtype=None):
+    """``withgradient(client, loss, model, shards, reduce='sum') -> (val, grad)``: the sum
+    over the shards of ``loss(model, *shard)`` and its gradient, shaped like ``model``
+    as ``tr.gradient``'s is, computed on the workers next to the shards.
+
+    ``reduce='mean'`` weights each shard by its number of records (the length of its
+    first argument) and divides by the total: for a loss that is a mean over its
+    records, the mean over all of them, as on the concatenated data.  ``tape=`` (a
+    ``tr.GradientTape(loss, model, *shard, wrt=(0,))``, compiled or not) or
+    ``adtype=`` (e.g. ``tr.AutoCompiled()``) choose how the workers differentiate, as
+    in ``tr.train``.  Auxiliary outputs of the loss are dropped.  A shard that fails,
+    or whose shapes differ from another's past the first axis, raises an error naming
+    it.  See the module docstring for the forms ``shards`` may take.
+
+    >>> import numpy as np, tracked.distributed as td
+    >>> from dask.distributed import Client
+    >>> x = np.arange(6.0)
+    >>> with Client(processes=False, n_workers=1, threads_per_worker=1,
+    ...             dashboard_address=':0') as client:
+    ...     val, g = td.withgradient(client, lambda w, x: np.sum((w * x) ** 2), 1.0,
+    ...                              [(x[:3],), (x[3:],)])
+    >>> val, g                          # sum(x**2), sum(2 * x**2)
+    (55.0, np.float64(110.0))
+    """
+    _check_reduce(reduce)
+    parts = _placed(client, shards)
+    return api.WithGradient(*_gradient(client, _send(client, loss, tape, adtype), model, parts,
+                                       reduce))
+
+
+class _OnShards(ADType):
+    """The backend ``train`` hands ``tr.train``: gradients over placed shards."""
+
+    def __init__(self, client, engine, parts, reduce):
+        self.client, self.engine, self.parts, self.reduce = client, engine, parts, reduce
+
+    def withgradient(self, f, model):          # f: the loss, which the engine holds
+        val, grad = _gradient(self.client, self.engine, model, self.parts, self.reduce)
+        return val, (grad,)
+
+
+def train(client, loss, model, shards, state, *, steps=1, reduce='sum', tape=None,
+          adtype=None, progress=True, desc=None):
+    """``train(client, loss, model, shards, state, steps=1) -> losses``: ``steps`` steps of
+    data parallel training, each on the gradient over all the shards.
+
+    ``tr.train``'s loop with ``withgradient``'s gradients: per step the model is sent
+    to the workers, each shard's gradient computed next to it, the gradients summed on
+    the workers and the optimiser ``state`` (from ``tr.setup``) applied on the client,
+    changing ``model`` in place; a tqdm bar shows the running loss.  The shards are
+    placed once, for all steps (pass ``place(client, shards)`` to keep them for
+    several calls).  ``reduce``, ``tape``, ``adtype``: as in ``withgradient``.  Returns
+    the loss of each step.
+
+    >>> import numpy as np, tracked as tr, tracked.distributed as td
+    >>> from dask.distributed import Client
+    >>> x = np.linspace(-1, 1, 8)
+    >>> model = {'w': np.zeros(1)}
+    >>> loss = lambda m, x: np.mean((m['w'] * x - 3 * x) ** 2)
+    >>> with Client(processes=False, n_workers=1, threads_per_worker=1,
+    ...             dashboard_address=':0') as client:
+    ...     losses = td.train(client, loss, model, [(x[:4],), (x[4:],)],
+    ...                       tr.setup(tr.Descent(0.5), model), steps=30, reduce='mean',
+    ...                       progress=False)
+    >>> round(float(model['w'][0]), 6), len(losses)
+    (3.0, 30)
+    """
+    _check_reduce(reduce)
+    parts = _placed(client, shards)
+    backend = _OnShards(client, _send(client, loss, tape, adtype), parts, reduce)
+    return _train(loss, model, [()] * steps, state, adtype=backend, progress=progress,
+                  desc=desc)
