@@ -121,21 +121,22 @@ def _targets(y, like):
     """``y`` as one-hot/probabilities shaped like ``like``: class labels are expanded.
 
     Labels are recognised by having one axis fewer than the predictions.  They are
-    indices, never differentiated, so their plain values are used: ``gradient(loss,
-    model, x, labels)`` tracks integer arrays too, as float64.
+    indices, never differentiated (``gradient(loss, model, x, labels)`` tracks integer
+    arrays too, as float64).
     """
     if np.ndim(y) != np.ndim(like) - 1:
         return y
-    labels = np.asarray(plain(y))
+    labels = y if hasattr(y, 'dtype') else np.asarray(y)
     if labels.dtype.kind == 'f':
-        if not np.all(labels == np.round(labels)):
+        if not np.all(labels == np.round(labels)):      # (a guard on a recorded tape)
             raise ValueError(f'targets with one axis fewer than the predictions {np.shape(like)} '
                              f'are class labels and must be integers; for probabilities, '
                              f'give them the shape of the predictions')
-        labels = labels.astype(np.int64)
     elif labels.dtype.kind not in 'iu':
         raise TypeError(f'class labels must be integers, got dtype {labels.dtype}')
-    return onehot(labels, np.shape(like)[-1])
+    # Compared, not read: on a recorded tape the labels stay an input, so a replay with
+    # other labels uses them (reading their values would freeze the recorded ones).
+    return (np.expand_dims(labels, -1) == np.arange(np.shape(like)[-1])).astype(np.float64)
 
 
 def crossentropy(yhat, y, agg=np.mean, eps=None):
