@@ -97,7 +97,7 @@ def jacobian(f, *args, mode='auto'):
     >>> J, = tr.jacobian(lambda a: 100 * a[:3] ** 2, np.arange(1, 8))
     >>> J.shape, np.diag(J)
     ((3, 7), array([200., 400., 600.]))
-    >>> tr.jacobian(lambda t: np.array([np.cos(t), np.sin(t)]) * 2, 0.0, mode='forward')[0]
+    >>> tr.jacobian(lambda t: np.stack([np.cos(t), np.sin(t)]) * 2, 0.0, mode='forward')[0]
     array([0., 2.])
     """
     return withjacobian(f, *args, mode=mode).grad

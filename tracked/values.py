@@ -566,7 +566,8 @@ class Tracked:
         raise TypeError('a tracked value cannot be converted to a plain NumPy array '
                         'silently: that would drop its gradient. Use tr.data(x) for the '
                         'value; to build an array from tracked values use np.stack or '
-                        'np.concatenate, which tracked differentiates.')
+                        'np.concatenate, which tracked differentiates (or import '
+                        'tracked.numpy as np, whose np.array accepts lists of them).')
 
     # -- concretisation (guards in recorded tapes) ---------------------------
     def _concrete(self, kind):

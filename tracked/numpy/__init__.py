@@ -1,0 +1,178 @@
+"""``import tracked.numpy as np``: NumPy, plus the constructors NumPy's protocols never see.
+
+For code written against ``autograd.numpy`` or ``jax.numpy``: changing that import line
+is all it takes.  Every public NumPy name is NumPy's own object (tracked values reach
+tracked through NumPy's dispatch), except the few that NumPy runs before any tracked
+value could be seen -- building an array from a list of tracked scalars:
+
+- ``array``, ``asarray``, ``asanyarray``, ``ascontiguousarray``: nested lists and tuples
+  holding tracked values become one recorded ``stack`` (differentiable, nestable,
+  replayable); ``asarray`` of a tracked value returns it;
+- ``r_`` and ``c_`` with tracked items;
+- ``stack``, ``concatenate``, ``hstack``, ``vstack``, ``dstack``, ``column_stack`` of
+  lists whose items are (nested lists of) tracked scalars;
+- ``full``/``full_like`` with a tracked fill value, and ``vectorize`` (the Python
+  function runs on tracked scalars, one element at a time).
+
+Plain ``numpy`` keeps refusing ``np.array([t0, t1])`` with a message pointing here and
+to ``np.stack``.  ``tracked.numpy.linalg``, ``.fft`` and ``.random`` are NumPy's.
+
+>>> import tracked as tr
+>>> import tracked.numpy as np
+>>> tr.gradient(lambda a, b: np.sum(np.array([a * b, a, [b, 2.0]][:2])), 2.0, 3.0)
+(np.float64(4.0), np.float64(2.0))
+"""
+import numpy as _np
+from numpy import *  # noqa: F401,F403  (NumPy's own names: tracked values dispatch there)
+
+from ..values import Tracked as _Tracked
+
+__all__ = [n for n in dir(_np) if not n.startswith('_')]
+
+
+def __getattr__(name):                      # everything else: NumPy's (np.newaxis, ...)
+    return getattr(_np, name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(dir(_np)))
+
+
+def _holds_tracked(x):
+    if isinstance(x, _Tracked):
+        return True
+    return type(x) in (list, tuple) and any(_holds_tracked(v) for v in x)
+
+
+def _build(obj):
+    """A (nested) list or tuple holding tracked values as one array: stacked level by level."""
+    if isinstance(obj, _Tracked):
+        return obj
+    if type(obj) in (list, tuple):
+        return _np.stack([_build(v) for v in obj]) if obj else _np.array(obj)
+    return _np.asarray(obj)
+
+
+def array(object, dtype=None, *, copy=True, order='K', subok=False, ndmin=0, like=None):
+    """``array(object, ...)``: ``numpy.array``, also for (nested) lists of tracked values.
+
+    >>> import tracked as tr, tracked.numpy as np
+    >>> tr.gradient(lambda x, y: np.sum(np.array([[x, y], [x * y, 1.0]]) ** 2), 1.0, 2.0)
+    (np.float64(10.0), np.float64(8.0))
+    """
+    if not _holds_tracked(object):
+        return _np.array(object, dtype=dtype, copy=copy, order=order, subok=subok,
+                         ndmin=ndmin, like=like)
+    out = _build(object)
+    if isinstance(object, _Tracked) and copy:
+        out = _np.copy(out)
+    if dtype is not None and _np.dtype(dtype) != out.dtype:
+        out = out.astype(dtype)
+    if out.ndim < ndmin:
+        out = _np.reshape(out, (1,) * (ndmin - out.ndim) + out.shape)
+    return out
+
+
+def asarray(a, dtype=None, order=None, *, like=None, **kwargs):
+    """``asarray(a)``: ``numpy.asarray``; a tracked value is returned as it is, and lists
+    holding tracked values become a tracked array."""
+    if isinstance(a, _Tracked) and (dtype is None or _np.dtype(dtype) == a.dtype):
+        return a
+    if not _holds_tracked(a):
+        return _np.asarray(a, dtype=dtype, order=order, like=like, **kwargs)
+    return array(a, dtype=dtype, copy=False)
+
+
+asanyarray = asarray
+
+
+def ascontiguousarray(a, dtype=None, *, like=None):
+    """``ascontiguousarray(a)``: ``numpy.ascontiguousarray``, tracked values kept tracked."""
+    if _holds_tracked(a):
+        return asarray(a, dtype=dtype)
+    return _np.ascontiguousarray(a, dtype=dtype, like=like)
+
+
+def _joiner(fn):
+    def join(arrays, *args, **kwargs):
+        if type(arrays) in (list, tuple) and _holds_tracked(arrays):
+            arrays = [asarray(a) for a in arrays]
+        return fn(arrays, *args, **kwargs)
+    join.__name__ = fn.__name__
+    join.__doc__ = (f'``{fn.__name__}(arrays, ...)``: ``numpy.{fn.__name__}``; items that '
+                    f'are lists of tracked scalars are arrays first.')
+    return join
+
+
+stack = _joiner(_np.stack)
+concatenate = _joiner(_np.concatenate)
+hstack = _joiner(_np.hstack)
+vstack = _joiner(_np.vstack)
+dstack = _joiner(_np.dstack)
+column_stack = _joiner(_np.column_stack)
+
+
+class _Concatenator:
+    """``r_`` and ``c_``: NumPy's, unless an item holds a tracked value."""
+
+    def __init__(self, numpy_version, columns):
+        self.numpy_version = numpy_version
+        self.columns = columns
+
+    def __getitem__(self, key):
+        items = key if type(key) is tuple else (key,)
+        if not any(_holds_tracked(i) for i in items):
+            return self.numpy_version[key]
+        if items and isinstance(items[0], str):
+            raise TypeError('tracked.numpy: r_/c_ with a string directive and tracked items '
+                            'is not supported; use np.concatenate')
+        parts = []
+        for item in items:
+            part = self.numpy_version[item] if type(item) is slice else asarray(item)
+            if self.columns:
+                part = _np.reshape(part, (-1, 1)) if _np.ndim(part) < 2 else part
+            else:
+                part = _np.atleast_1d(part)
+            parts.append(part)
+        return _np.concatenate(parts, axis=-1 if self.columns else 0)
+
+    def __len__(self):
+        return 0
+
+
+r_ = _Concatenator(_np.r_, columns=False)
+c_ = _Concatenator(_np.c_, columns=True)
+
+
+def full(shape, fill_value, dtype=None, order='C', **kwargs):
+    """``full(shape, fill_value)``: a tracked fill value gives a tracked array (NumPy's
+    own ``full`` writes it into a plain array, where its gradient would be lost)."""
+    if not isinstance(fill_value, _Tracked):
+        return _np.full(shape, fill_value, dtype=dtype, order=order, **kwargs)
+    out = _np.broadcast_to(fill_value, shape)
+    out = out * _np.ones((), dtype=dtype or fill_value.dtype)     # a copy, not a view
+    return out
+
+
+def full_like(a, fill_value, dtype=None, order='K', subok=True, shape=None, **kwargs):
+    """``full_like(a, fill_value)``: a tracked fill value gives a tracked array."""
+    if not isinstance(fill_value, _Tracked):
+        return _np.full_like(a, fill_value, dtype=dtype, order=order, subok=subok,
+                             shape=shape, **kwargs)
+    return full(_np.shape(a) if shape is None else shape, fill_value,
+                dtype=dtype or _np.result_type(a))
+
+
+class vectorize(_np.vectorize):
+    """``vectorize(pyfunc)``: ``numpy.vectorize`` that runs ``pyfunc`` on tracked scalars
+    (one element at a time, each result recorded) when an argument is tracked."""
+
+    def __call__(self, *args, **kwargs):
+        if not any(isinstance(a, _Tracked) for a in args):
+            return super().__call__(*args, **kwargs)
+        arrays = _np.broadcast_arrays(*[asarray(a) for a in args])
+        shape = arrays[0].shape
+        flat = [_np.reshape(a, (-1,)) for a in arrays]
+        n = flat[0].shape[0]
+        out = [self.pyfunc(*[f[i] for f in flat], **kwargs) for i in range(n)]
+        return _np.reshape(array(out), shape)
