@@ -5,4 +5,4 @@ pullback has the signature ``vjp(g, ans, *args, **kwargs)`` and is written with
 NumPy operations (never by reaching into ``.data``), so that it is differentiable
 itself.  Broadcasting is undone centrally by the tape, not here.
 """
-from . import elementwise, reductions, linalg, shape, indexing, nondiff  # noqa: F401
+from . import elementwise, reductions, linalg, shape, indexing, nondiff, scipy_special  # noqa: F401
