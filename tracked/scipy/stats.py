@@ -1,0 +1,725 @@
+"""``tracked.scipy.stats``: ``scipy.stats`` distributions for tracked values.
+
+``scipy.stats`` converts its arguments with ``np.asarray`` before anything else, so
+NumPy's protocols never see a tracked value there.  The distributions here have
+SciPy's names, signatures and results (shape parameters, then ``loc`` and ``scale``,
+positional or by keyword; frozen forms ``norm(mu, sigma).logpdf(x)``; ``-inf``/0/1
+outside the support, nan for an invalid parameter) and are written with NumPy and
+``scipy.special`` operations, so they are differentiable in every argument to any
+order, in forward mode and on recorded tapes.  Any other method (``rvs``, ``ppf``,
+``fit``, ``mean``, ...) and any other name of ``scipy.stats`` is SciPy's own (plain
+values).
+
+Distribution functions (``cdf``/``sf`` and their logs) of the gamma, beta, chi2 and t
+distributions have no gradient in their shape parameters (the incomplete gamma and
+beta functions have none in ``a``/``b``: see ``tracked/rules/scipy_special.py``);
+every density does.
+"""
+import math
+
+import numpy as np
+import scipy.special as sp
+import scipy.stats as _st
+
+from . import linalg as _linalg
+
+__all__ = ['norm', 't', 'cauchy', 'logistic', 'laplace', 'gamma', 'beta', 'chi2', 'expon',
+           'uniform', 'lognorm', 'halfnorm', 'invgamma', 'poisson', 'binom', 'bernoulli',
+           'geom', 'nbinom', 'multivariate_normal', 'dirichlet']
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+_LOG2 = math.log(2.0)
+
+
+def __getattr__(name):
+    """Every other name is ``scipy.stats``'s (plain values)."""
+    return getattr(_st, name)
+
+
+def _is_const(v, value):
+    """Whether ``v`` is the Python number ``value`` (skips an operation on the tape)."""
+    return type(v) in (int, float) and v == value
+
+
+def _valid(out, ok):
+    """``out`` where the parameters are valid (``ok``: a mask, or True), nan elsewhere."""
+    return out if ok is True else np.where(ok, out, np.nan)
+
+
+def _safe(x, bad, value):
+    """``x`` with ``value`` where ``bad``: an argument the other branch of a np.where
+    never reads, so that neither its value nor its gradient can be inf or nan."""
+    return np.where(bad, value, x)
+
+
+# --------------------------------------------------------------------------
+# The frame: argument parsing, loc/scale, frozen distributions
+# --------------------------------------------------------------------------
+
+class _Frozen:
+    """A distribution with its parameters bound: ``norm(mu, sigma).logpdf(x)``."""
+
+    def __init__(self, dist, args, kwds):
+        self.dist, self.args, self.kwds = dist, args, kwds
+
+    def __getattr__(self, name):
+        method = getattr(type(self.dist), name, None)
+        if method is not None and callable(method) and not name.startswith('_'):
+            return lambda x, *a, **k: getattr(self.dist, name)(x, *self.args, *a,
+                                                               **self.kwds, **k)
+        return getattr(self.dist._scipy(*self.args, **self.kwds), name)   # SciPy's (plain)
+
+    def __repr__(self):
+        return f'<frozen tracked.scipy.stats.{self.dist.name}>'
+
+
+class _Distribution:
+    name = ''
+    shapes = ()               # the shape parameters' names, in SciPy's order
+    _params = ('loc', 'scale')
+
+    @property
+    def _scipy(self):
+        return getattr(_st, self.name)
+
+    def __call__(self, *args, **kwds):
+        return _Frozen(self, args, kwds)
+
+    def __getattr__(self, name):
+        return getattr(self._scipy, name)         # rvs, ppf, fit, mean, ...: SciPy's
+
+    def __repr__(self):
+        return f'<tracked.scipy.stats.{self.name}>'
+
+    def _parse(self, args, kwds):
+        names = self.shapes + self._params
+        if len(args) > len(names):
+            raise TypeError(f'{self.name}: expected at most {len(names)} parameters '
+                            f'({", ".join(names)}), got {len(args)}')
+        values = dict(zip(names, args))
+        for k, v in kwds.items():
+            if k not in names:
+                raise TypeError(f'{self.name}: unexpected parameter {k!r} '
+                                f'(parameters: {", ".join(names)})')
+            if k in values:
+                raise TypeError(f'{self.name}: parameter {k!r} given twice')
+            values[k] = v
+        missing = [n for n in self.shapes if n not in values]
+        if missing:
+            raise TypeError(f'{self.name}: missing shape parameter(s) {", ".join(missing)}')
+        values.setdefault('loc', 0.0)
+        values.setdefault('scale', 1.0)
+        return [values[n] for n in names]
+
+    def _argcheck(self, *shapes):
+        """Where the shape parameters are valid: a mask, or True."""
+        return True
+
+
+class _Continuous(_Distribution):
+    """``logpdf(x, *shapes, loc=0, scale=1)`` from the standard form ``_logpdf(z, *shapes)``."""
+
+    def _standard(self, x, args, kwds):
+        *shapes, loc, scale = self._parse(args, kwds)
+        z = x if _is_const(loc, 0) else x - loc
+        if not _is_const(scale, 1):
+            z = z / scale
+        ok = self._argcheck(*shapes)
+        if not (type(scale) in (int, float) and scale > 0):
+            positive = np.logical_not(scale <= 0)
+            ok = positive if ok is True else ok & positive
+        return z, shapes, scale, ok
+
+    def logpdf(self, x, *args, **kwds):
+        z, shapes, scale, ok = self._standard(x, args, kwds)
+        out = self._logpdf(z, *shapes)
+        if not _is_const(scale, 1):
+            out = out - np.log(scale)
+        return _valid(out, ok)
+
+    def pdf(self, x, *args, **kwds):
+        return np.exp(self.logpdf(x, *args, **kwds))
+
+    def cdf(self, x, *args, **kwds):
+        z, shapes, _, ok = self._standard(x, args, kwds)
+        return _valid(self._cdf(z, *shapes), ok)
+
+    def sf(self, x, *args, **kwds):
+        z, shapes, _, ok = self._standard(x, args, kwds)
+        return _valid(self._sf(z, *shapes), ok)
+
+    def logcdf(self, x, *args, **kwds):
+        z, shapes, _, ok = self._standard(x, args, kwds)
+        with np.errstate(divide='ignore'):
+            return _valid(self._logcdf(z, *shapes), ok)
+
+    def logsf(self, x, *args, **kwds):
+        z, shapes, _, ok = self._standard(x, args, kwds)
+        with np.errstate(divide='ignore'):
+            return _valid(self._logsf(z, *shapes), ok)
+
+    # defaults in terms of each other; distributions override the stable forms
+    def _sf(self, z, *shapes):
+        return 1.0 - self._cdf(z, *shapes)
+
+    def _logcdf(self, z, *shapes):
+        return np.log(self._cdf(z, *shapes))
+
+    def _logsf(self, z, *shapes):
+        return np.log(self._sf(z, *shapes))
+
+
+class _Discrete(_Distribution):
+    """``logpmf(k, *shapes, loc=0)`` from ``_logpmf(k, *shapes)`` on the integers of the
+    support; ``cdf(k)`` is ``_cdf(floor(k))``."""
+
+    _params = ('loc',)
+
+    def _standard(self, k, args, kwds):
+        *shapes, loc = self._parse(args, kwds)
+        return (k if _is_const(loc, 0) else k - loc), shapes, self._argcheck(*shapes)
+
+    def logpmf(self, k, *args, **kwds):
+        k, shapes, ok = self._standard(k, args, kwds)
+        lo, hi = self._support(*shapes)
+        outside = (k != np.floor(k)) | (k < lo)
+        if hi is not None:
+            outside = outside | (k > hi)
+        with np.errstate(divide='ignore'):
+            out = self._logpmf(_safe(k, outside, lo), *shapes)
+        return _valid(np.where(outside, -np.inf, out), ok)
+
+    def pmf(self, k, *args, **kwds):
+        return np.exp(self.logpmf(k, *args, **kwds))
+
+    def cdf(self, k, *args, **kwds):
+        k, shapes, ok = self._standard(k, args, kwds)
+        k = np.floor(k)
+        lo, hi = self._support(*shapes)
+        below = k < lo
+        out = np.where(below, 0.0, self._cdf(_safe(k, below, lo), *shapes))
+        if hi is not None:
+            out = np.where(k >= hi, 1.0, out)
+        return _valid(out, ok)
+
+    def sf(self, k, *args, **kwds):
+        k, shapes, ok = self._standard(k, args, kwds)
+        k = np.floor(k)
+        lo, hi = self._support(*shapes)
+        below = k < lo
+        out = np.where(below, 1.0, self._sf(_safe(k, below, lo), *shapes))
+        if hi is not None:
+            out = np.where(k >= hi, 0.0, out)
+        return _valid(out, ok)
+
+    def logcdf(self, k, *args, **kwds):
+        with np.errstate(divide='ignore'):
+            return np.log(self.cdf(k, *args, **kwds))
+
+    def logsf(self, k, *args, **kwds):
+        with np.errstate(divide='ignore'):
+            return np.log(self.sf(k, *args, **kwds))
+
+    def _support(self, *shapes):
+        return 0, None
+
+
+# --------------------------------------------------------------------------
+# Continuous distributions on the real line
+# --------------------------------------------------------------------------
+
+class _Norm(_Continuous):
+    """The normal distribution: ``norm.logpdf(x, loc=0, scale=1)``, ... and ``ppf``/``isf``."""
+    name = 'norm'
+
+    def _logpdf(self, z):
+        return -0.5 * z * z - _LOG_SQRT_2PI
+
+    def _cdf(self, z):
+        return sp.ndtr(z)
+
+    def _sf(self, z):
+        return sp.ndtr(-z)
+
+    def _logcdf(self, z):
+        return sp.log_ndtr(z)
+
+    def _logsf(self, z):
+        return sp.log_ndtr(-z)
+
+    def ppf(self, q, loc=0.0, scale=1.0):
+        """The quantile function ``loc + scale * ndtri(q)``, differentiable in all three."""
+        return loc + scale * sp.ndtri(q)
+
+    def isf(self, q, loc=0.0, scale=1.0):
+        return loc - scale * sp.ndtri(q)
+
+
+class _T(_Continuous):
+    name = 't'
+    shapes = ('df',)
+
+    def _argcheck(self, df):
+        return df > 0
+
+    def _logpdf(self, z, df):
+        return (sp.gammaln(0.5 * (df + 1.0)) - sp.gammaln(0.5 * df) - 0.5 * np.log(df * math.pi)
+                - 0.5 * (df + 1.0) * np.log1p(z * z / df))
+
+    def _cdf(self, z, df):
+        return sp.stdtr(df, z)
+
+    def _sf(self, z, df):
+        return sp.stdtr(df, -z)
+
+
+class _Cauchy(_Continuous):
+    name = 'cauchy'
+
+    def _logpdf(self, z):
+        return -math.log(math.pi) - np.log1p(z * z)
+
+    def _cdf(self, z):
+        return 0.5 + np.arctan(z) / math.pi
+
+    def _sf(self, z):
+        return 0.5 - np.arctan(z) / math.pi
+
+
+class _Logistic(_Continuous):
+    name = 'logistic'
+
+    def _logpdf(self, z):
+        return sp.log_expit(z) + sp.log_expit(-z)
+
+    def _cdf(self, z):
+        return sp.expit(z)
+
+    def _sf(self, z):
+        return sp.expit(-z)
+
+    def _logcdf(self, z):
+        return sp.log_expit(z)
+
+    def _logsf(self, z):
+        return sp.log_expit(-z)
+
+
+class _Laplace(_Continuous):
+    name = 'laplace'
+
+    def _logpdf(self, z):
+        return -np.abs(z) - _LOG2
+
+    # each side evaluated on its own half-line only (exp never overflows there)
+    def _cdf(self, z):
+        left = z < 0
+        return np.where(left, 0.5 * np.exp(_safe(z, ~left, 0.0)),
+                        1.0 - 0.5 * np.exp(-_safe(z, left, 0.0)))
+
+    def _sf(self, z):
+        return self._cdf(-z)
+
+    def _logcdf(self, z):
+        left = z < 0
+        return np.where(left, _safe(z, ~left, 0.0) - _LOG2,
+                        np.log1p(-0.5 * np.exp(-_safe(z, left, 0.0))))
+
+    def _logsf(self, z):
+        return self._logcdf(-z)
+
+
+# --------------------------------------------------------------------------
+# Continuous distributions on the half-line and the unit interval
+# --------------------------------------------------------------------------
+
+class _Gamma(_Continuous):
+    name = 'gamma'
+    shapes = ('a',)
+
+    def _argcheck(self, a):
+        return a > 0
+
+    def _logpdf(self, z, a):
+        neg = z < 0
+        zs = _safe(z, neg, 1.0)
+        return np.where(neg, -np.inf, sp.xlogy(a - 1.0, zs) - zs - sp.gammaln(a))
+
+    def _cdf(self, z, a):
+        return sp.gammainc(a, _clip0(z))
+
+    def _sf(self, z, a):
+        return sp.gammaincc(a, _clip0(z))
+
+
+def _clip0(z):
+    """``max(z, 0)`` with the gradient of ``z`` where ``z > 0`` and none below."""
+    return np.where(z < 0, 0.0, z)
+
+
+def _clip01(z):
+    return np.where(z < 0, 0.0, np.where(z > 1, 1.0, z))
+
+
+class _Chi2(_Continuous):
+    name = 'chi2'
+    shapes = ('df',)
+
+    def _argcheck(self, df):
+        return df > 0
+
+    def _logpdf(self, z, df):
+        neg = z < 0
+        zs = _safe(z, neg, 1.0)
+        h = 0.5 * df
+        return np.where(neg, -np.inf, sp.xlogy(h - 1.0, zs) - 0.5 * zs - h * _LOG2 - sp.gammaln(h))
+
+    def _cdf(self, z, df):
+        return sp.chdtr(df, _clip0(z))
+
+    def _sf(self, z, df):
+        return sp.chdtrc(df, _clip0(z))
+
+
+class _Expon(_Continuous):
+    name = 'expon'
+
+    def _logpdf(self, z):
+        neg = z < 0
+        return np.where(neg, -np.inf, -_safe(z, neg, 0.0))
+
+    def _cdf(self, z):
+        return -np.expm1(-_clip0(z))
+
+    def _sf(self, z):
+        return np.exp(-_clip0(z))
+
+    def _logsf(self, z):
+        return -_clip0(z)
+
+
+class _Beta(_Continuous):
+    name = 'beta'
+    shapes = ('a', 'b')
+
+    def _argcheck(self, a, b):
+        return (a > 0) & (b > 0)
+
+    def _logpdf(self, z, a, b):
+        out = (z < 0) | (z > 1)
+        zs = _safe(z, out, 0.5)
+        return np.where(out, -np.inf,
+                        sp.xlogy(a - 1.0, zs) + sp.xlog1py(b - 1.0, -zs) - sp.betaln(a, b))
+
+    def _cdf(self, z, a, b):
+        return sp.betainc(a, b, _clip01(z))
+
+    def _sf(self, z, a, b):
+        return sp.betaincc(a, b, _clip01(z))
+
+
+class _Uniform(_Continuous):
+    name = 'uniform'
+
+    def _logpdf(self, z):
+        out = (z < 0) | (z > 1)
+        return np.where(out, -np.inf, 0.0 * z)
+
+    def _cdf(self, z):
+        return _clip01(z)
+
+    def _sf(self, z):
+        return 1.0 - _clip01(z)
+
+
+class _Lognorm(_Continuous):
+    name = 'lognorm'
+    shapes = ('s',)
+
+    def _argcheck(self, s):
+        return s > 0
+
+    def _logpdf(self, z, s):
+        bad = z <= 0
+        lz = np.log(_safe(z, bad, 1.0))
+        return np.where(bad, -np.inf, -0.5 * (lz / s) ** 2 - lz - np.log(s) - _LOG_SQRT_2PI)
+
+    def _cdf(self, z, s):
+        bad = z <= 0
+        return np.where(bad, 0.0, sp.ndtr(np.log(_safe(z, bad, 1.0)) / s))
+
+    def _sf(self, z, s):
+        bad = z <= 0
+        return np.where(bad, 1.0, sp.ndtr(-np.log(_safe(z, bad, 1.0)) / s))
+
+
+class _Halfnorm(_Continuous):
+    name = 'halfnorm'
+
+    def _logpdf(self, z):
+        neg = z < 0
+        zs = _safe(z, neg, 0.0)
+        return np.where(neg, -np.inf, -0.5 * zs * zs - _LOG_SQRT_2PI + _LOG2)
+
+    def _cdf(self, z):
+        return 2.0 * sp.ndtr(_clip0(z)) - 1.0
+
+    def _sf(self, z):
+        return 2.0 * sp.ndtr(-_clip0(z))
+
+
+class _Invgamma(_Continuous):
+    name = 'invgamma'
+    shapes = ('a',)
+
+    def _argcheck(self, a):
+        return a > 0
+
+    def _logpdf(self, z, a):
+        bad = z <= 0
+        zs = _safe(z, bad, 1.0)
+        return np.where(bad, -np.inf, -(a + 1.0) * np.log(zs) - 1.0 / zs - sp.gammaln(a))
+
+    def _cdf(self, z, a):
+        bad = z <= 0
+        return np.where(bad, 0.0, sp.gammaincc(a, 1.0 / _safe(z, bad, 1.0)))
+
+    def _sf(self, z, a):
+        bad = z <= 0
+        return np.where(bad, 1.0, sp.gammainc(a, 1.0 / _safe(z, bad, 1.0)))
+
+
+# --------------------------------------------------------------------------
+# Discrete distributions
+# --------------------------------------------------------------------------
+
+class _Poisson(_Discrete):
+    name = 'poisson'
+    shapes = ('mu',)
+
+    def _argcheck(self, mu):
+        return mu >= 0
+
+    def _logpmf(self, k, mu):
+        return sp.xlogy(k, mu) - mu - sp.gammaln(k + 1.0)
+
+    def _cdf(self, k, mu):
+        return sp.pdtr(k, mu)
+
+    def _sf(self, k, mu):
+        return sp.pdtrc(k, mu)
+
+
+class _Binom(_Discrete):
+    name = 'binom'
+    shapes = ('n', 'p')
+
+    def _argcheck(self, n, p):
+        return (n >= 0) & (p >= 0) & (p <= 1)
+
+    def _support(self, n, p):
+        return 0, n
+
+    def _logpmf(self, k, n, p):
+        return (sp.gammaln(n + 1.0) - sp.gammaln(k + 1.0) - sp.gammaln(n - k + 1.0)
+                + sp.xlogy(k, p) + sp.xlog1py(n - k, -p))
+
+    def _cdf(self, k, n, p):
+        return sp.bdtr(k, n, p)
+
+    def _sf(self, k, n, p):
+        return sp.bdtrc(k, n, p)
+
+
+class _Bernoulli(_Binom):
+    name = 'bernoulli'
+    shapes = ('p',)
+
+    def _argcheck(self, p):
+        return (p >= 0) & (p <= 1)
+
+    def _support(self, p):
+        return 0, 1
+
+    def _logpmf(self, k, p):
+        return sp.xlogy(k, p) + sp.xlog1py(1.0 - k, -p)
+
+    def _cdf(self, k, p):
+        return 1.0 - p + 0.0 * k          # k is 0 here (1 and above are clipped)
+
+    def _sf(self, k, p):
+        return p + 0.0 * k
+
+
+class _Geom(_Discrete):
+    name = 'geom'
+    shapes = ('p',)
+
+    def _argcheck(self, p):
+        return (p > 0) & (p <= 1)
+
+    def _support(self, p):
+        return 1, None
+
+    def _logpmf(self, k, p):
+        return sp.xlog1py(k - 1.0, -p) + np.log(p)
+
+    def _cdf(self, k, p):
+        return -np.expm1(k * np.log1p(-p))
+
+    def _sf(self, k, p):
+        return np.exp(k * np.log1p(-p))
+
+
+class _Nbinom(_Discrete):
+    name = 'nbinom'
+    shapes = ('n', 'p')
+
+    def _argcheck(self, n, p):
+        return (n > 0) & (p > 0) & (p <= 1)
+
+    def _logpmf(self, k, n, p):
+        return (sp.gammaln(n + k) - sp.gammaln(k + 1.0) - sp.gammaln(n)
+                + n * np.log(p) + sp.xlog1py(k, -p))
+
+    def _cdf(self, k, n, p):
+        return sp.betainc(n, k + 1.0, p)
+
+    def _sf(self, k, n, p):
+        return sp.betaincc(n, k + 1.0, p)
+
+
+norm = _Norm()
+t = _T()
+cauchy = _Cauchy()
+logistic = _Logistic()
+laplace = _Laplace()
+gamma = _Gamma()
+chi2 = _Chi2()
+expon = _Expon()
+beta = _Beta()
+uniform = _Uniform()
+lognorm = _Lognorm()
+halfnorm = _Halfnorm()
+invgamma = _Invgamma()
+poisson = _Poisson()
+binom = _Binom()
+bernoulli = _Bernoulli()
+geom = _Geom()
+nbinom = _Nbinom()
+
+
+# --------------------------------------------------------------------------
+# Multivariate distributions
+# --------------------------------------------------------------------------
+
+class _MultivariateNormal:
+    """``multivariate_normal.logpdf(x, mean=None, cov=1)``: differentiable in ``x``,
+    ``mean`` and ``cov`` (through its Cholesky factor); ``pdf``; frozen form
+    ``multivariate_normal(mean, cov).logpdf(x)``.  Shapes as SciPy's: ``x`` is one
+    point ``(d,)`` or points ``(..., d)``; a scalar ``cov`` is ``cov * I``, a vector a
+    diagonal.  ``allow_singular=True`` is not supported on tracked values.
+
+    >>> import numpy as np
+    >>> from tracked.scipy.stats import multivariate_normal
+    >>> float(multivariate_normal.logpdf(np.zeros(2), np.zeros(2), np.eye(2)))
+    -1.8378770664093453
+    """
+    name = 'multivariate_normal'
+
+    def __call__(self, mean=None, cov=1, allow_singular=False, seed=None):
+        return _Frozen(self, (), {'mean': mean, 'cov': cov, 'allow_singular': allow_singular})
+
+    def __getattr__(self, name):
+        return getattr(_st.multivariate_normal, name)
+
+    def _scipy(self, **kwds):
+        return _st.multivariate_normal(**kwds)
+
+    def logpdf(self, x, mean=None, cov=1, allow_singular=False):
+        dim, mean, cov = _mvn_parameters(mean, cov)
+        x = _as_points(x, dim)
+        # cov = L L^T: logdet = 2 sum(log diag L), Mahalanobis term by one triangular solve
+        chol = np.linalg.cholesky(cov)
+        dev = np.reshape(x - mean, (-1, dim))
+        z = _linalg.solve_triangular(chol, np.swapaxes(dev, 0, 1), lower=True)
+        maha = np.sum(z * z, axis=0)
+        logdet = 2.0 * np.sum(np.log(np.diagonal(chol)))
+        out = -0.5 * (dim * 2.0 * _LOG_SQRT_2PI + logdet + maha)
+        return _squeeze(np.reshape(out, np.shape(x)[:-1]))
+
+    def pdf(self, x, mean=None, cov=1, allow_singular=False):
+        return np.exp(self.logpdf(x, mean, cov, allow_singular))
+
+
+def _mvn_parameters(mean, cov):
+    """SciPy's ``_process_parameters``: the dimension, a mean vector and a matrix."""
+    if mean is None:
+        dim = 1 if np.ndim(cov) < 2 else np.shape(cov)[0]
+        mean = np.zeros(dim)
+    else:
+        dim = int(np.size(mean))
+        if np.ndim(mean) != 1:
+            mean = np.reshape(mean, (dim,))
+    if dim == 1 and np.ndim(cov) > 0:
+        cov = np.reshape(cov, (1, 1))
+    if np.ndim(cov) == 0:
+        cov = cov * np.eye(dim)
+    elif np.ndim(cov) == 1:
+        cov = np.diag(cov)
+    if np.shape(cov) != (dim, dim):
+        raise ValueError(f'multivariate_normal: cov has shape {np.shape(cov)}, '
+                         f'expected ({dim}, {dim})')
+    return dim, mean, cov
+
+
+def _as_points(x, dim):
+    """SciPy's ``_process_quantiles``: points along the last axis."""
+    nd = np.ndim(x)
+    if nd == 0:
+        return np.reshape(x, (1, 1)) if dim == 1 else np.reshape(x, (1,))
+    if nd == 1:
+        return np.reshape(x, (-1, 1)) if dim == 1 else np.reshape(x, (1, -1))
+    return x
+
+
+def _squeeze(out):
+    """SciPy's ``_squeeze_output``: drop axes of length 1."""
+    return np.reshape(out, tuple(n for n in np.shape(out) if n != 1))
+
+
+class _Dirichlet:
+    """``dirichlet.logpdf(x, alpha)`` and ``pdf``: differentiable in ``x`` and ``alpha``.
+    As SciPy, the components lie along the first axis of ``x`` (``(K,)`` or
+    ``(K, N)``), and ``K - 1`` of them may be given (the last is ``1 - sum``).
+
+    >>> import numpy as np, tracked as tr
+    >>> from tracked.scipy.stats import dirichlet
+    >>> float(dirichlet.logpdf(np.array([0.2, 0.3, 0.5]), np.ones(3)))
+    0.6931471805599455
+    """
+    name = 'dirichlet'
+
+    def __call__(self, alpha, seed=None):
+        return _Frozen(self, (alpha,), {})
+
+    def __getattr__(self, name):
+        return getattr(_st.dirichlet, name)
+
+    def _scipy(self, alpha):
+        return _st.dirichlet(alpha)
+
+    def logpdf(self, x, alpha):
+        k = np.shape(alpha)[0]
+        if np.shape(x)[0] == k - 1:
+            x = np.concatenate([x, 1.0 - np.sum(x, axis=0, keepdims=True)], axis=0)
+        a = np.reshape(alpha, (k,) + (1,) * (np.ndim(x) - 1))
+        lnb = np.sum(sp.gammaln(alpha)) - sp.gammaln(np.sum(alpha))
+        return np.sum(sp.xlogy(a - 1.0, x), axis=0) - lnb
+
+    def pdf(self, x, alpha):
+        return np.exp(self.logpdf(x, alpha))
+
+
+multivariate_normal = _MultivariateNormal()
+dirichlet = _Dirichlet()
