@@ -152,6 +152,21 @@ def _lu_pivots(a):
 nondifferentiable(_lu_perm, _perm_of_piv, _lu_pivots)
 
 
+def _permute_fwd(x, perm):
+    return np.take(x, perm, axis=0)
+
+
+# x[perm] for a permutation: its adjoint is the inverse permutation (no scatter), and
+# ``perm`` may be a recorded value (np.take does not dispatch on its indices).
+_PERMUTE = Primitive(_permute_fwd, (lambda g, ans, x, perm: _permute(g, np.argsort(perm)), None),
+                     name='permute rows', linear='joint')
+
+
+def _permute(x, perm):
+    """The rows of ``x`` in the order ``perm`` (a permutation)."""
+    return apply(_PERMUTE, (x, perm), {})
+
+
 def _lu_packed(a):
     return sla.lu_factor(a)[0]
 
@@ -169,14 +184,13 @@ def _lu_vjp(g, ans, a):
     fbar = np.tril(np.matmul(_mH(lo), np.tril(g, -1)), -1) + np.triu(np.matmul(np.triu(g), _mH(up)))
     left = _solve_triangular(ans, fbar, 2, True, True)                     # L^{-H} Fbar
     gperm = _mH(_solve_triangular(ans, _mH(left), 0, False, False))        # ... U^{-H}
-    inverse = np.argsort(call(_lu_perm, a))
-    return np.take(gperm, inverse, axis=0)
+    return _permute(gperm, np.argsort(call(_lu_perm, a)))
 
 
 def _lu_jvp(tangents, ans, a):
     lo, up = _lu_parts(ans)
     perm = call(_lu_perm, a)
-    f = _solve_triangular(ans, np.take(tangents[0], perm, axis=0), 0, True, True)
+    f = _solve_triangular(ans, _permute(tangents[0], perm), 0, True, True)
     f = _mH(_solve_triangular(ans, _mH(f), 2, False, False))               # L^{-1} dA_p U^{-1}
     return np.matmul(lo, np.tril(f, -1)) + np.matmul(np.triu(f), up)
 
@@ -196,11 +210,11 @@ def _lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     perm = call(_perm_of_piv, piv)
     t = _trans(trans)
     if t == 0:                               # L U x = b[perm]
-        y = _solve_triangular(lu, np.take(b, perm, axis=0), 0, True, True)
+        y = _solve_triangular(lu, _permute(b, perm), 0, True, True)
         return _solve_triangular(lu, y, 0, False, False)
     # A^T x = b (A^H for 2): U^T L^T (x[perm]) = b
     y = _solve_triangular(lu, b, t, False, False)
-    return np.take(_solve_triangular(lu, y, t, True, True), np.argsort(perm), axis=0)
+    return _permute(_solve_triangular(lu, y, t, True, True), np.argsort(perm))
 
 
 defcomposite(sla.lu_factor, _lu_factor)

@@ -254,7 +254,12 @@ def solve_ivp(fun, t_span, y0, method='RK45', t_eval=None, dense_output=False, e
         # recorded tape guards them (a replay that would step elsewhere is refused).
         t_eval = call(_solver_steps, fun, tuple(t_span), y0, args, method, options)
     t = np.asarray(t_eval, dtype=float)
-    ys = _solve(rhs_of, y0, t, args, solver)
+    # y0 is the state at t_span[0], which t_eval need not hold: integrate from there
+    start = float(t_span[0])
+    first = t.size == 0 or t[0] != start
+    ys = _solve(rhs_of, y0, np.concatenate([[start], t]) if first else t, args, solver)
+    if first:
+        ys = ys[1:]
     return OdeResult(t=t, y=np.swapaxes(ys, 0, 1), sol=None, t_events=None, y_events=None,
                      status=0, message='The solver successfully reached the end of the '
                      'integration interval.', success=True)

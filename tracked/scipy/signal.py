@@ -72,4 +72,9 @@ def correlate2d(in1, in2, mode='full', boundary='fill', fillvalue=0):
         # at (n2 - 1) // 2 (they differ for even n2; measured): a zero before in2 along
         # its even axes makes the two agree
         in2 = np.pad(in2, [(1 - n % 2, 0) for n in np.shape(in2)])
-    return _rules._correlate(in1, in2, mode, 'direct')
+    out = _rules._correlate(in1, in2, mode, 'direct')
+    if mode == 'valid' and not all(n1 >= n2 for n1, n2 in zip(np.shape(in1), np.shape(in2))):
+        # SciPy swaps the inputs then, and its correlate2d (not correlate) returns the
+        # conjugate of the correlation; matched here
+        out = np.conj(out) if np.iscomplexobj(out) else out
+    return out

@@ -29,6 +29,7 @@ __all__ = ['norm', 't', 'cauchy', 'logistic', 'laplace', 'gamma', 'beta', 'chi2'
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _LOG2 = math.log(2.0)
+_SQRT_HALF = math.sqrt(0.5)
 
 
 def __getattr__(name):
@@ -193,23 +194,23 @@ class _Discrete(_Distribution):
         return np.exp(self.logpmf(k, *args, **kwds))
 
     def cdf(self, k, *args, **kwds):
-        k, shapes, ok = self._standard(k, args, kwds)
-        k = np.floor(k)
-        lo, hi = self._support(*shapes)
-        below = k < lo
-        out = np.where(below, 0.0, self._cdf(_safe(k, below, lo), *shapes))
-        if hi is not None:
-            out = np.where(k >= hi, 1.0, out)
-        return _valid(out, ok)
+        return self._tail(k, args, kwds, self._cdf, 0.0, 1.0)
 
     def sf(self, k, *args, **kwds):
+        return self._tail(k, args, kwds, self._sf, 1.0, 0.0)
+
+    def _tail(self, k, args, kwds, fn, below_value, above_value):
+        """``fn(floor(k))`` inside the support, the constants below and above it (where
+        ``fn`` is evaluated at the lower end instead, so no nan reaches a gradient)."""
         k, shapes, ok = self._standard(k, args, kwds)
         k = np.floor(k)
         lo, hi = self._support(*shapes)
         below = k < lo
-        out = np.where(below, 1.0, self._sf(_safe(k, below, lo), *shapes))
+        above = False if hi is None else k >= hi
+        out = fn(_safe(k, below | above, lo), *shapes)
+        out = np.where(below, below_value, out)
         if hi is not None:
-            out = np.where(k >= hi, 0.0, out)
+            out = np.where(above, above_value, out)
         return _valid(out, ok)
 
     def logcdf(self, k, *args, **kwds):
@@ -462,10 +463,13 @@ class _Halfnorm(_Continuous):
         return np.where(neg, -np.inf, -0.5 * zs * zs - _LOG_SQRT_2PI + _LOG2)
 
     def _cdf(self, z):
-        return 2.0 * sp.ndtr(_clip0(z)) - 1.0
+        return sp.erf(_clip0(z) * _SQRT_HALF)
 
     def _sf(self, z):
-        return 2.0 * sp.ndtr(-_clip0(z))
+        return sp.erfc(_clip0(z) * _SQRT_HALF)
+
+    def _logcdf(self, z):
+        return np.log1p(-sp.erfc(_clip0(z) * _SQRT_HALF))
 
 
 class _Invgamma(_Continuous):
@@ -524,11 +528,12 @@ class _Binom(_Discrete):
         return (sp.gammaln(n + 1.0) - sp.gammaln(k + 1.0) - sp.gammaln(n - k + 1.0)
                 + sp.xlogy(k, p) + sp.xlog1py(n - k, -p))
 
+    # bdtr/bdtrc through betainc: SciPy deprecates their non-integer n
     def _cdf(self, k, n, p):
-        return sp.bdtr(k, n, p)
+        return sp.betainc(n - k, k + 1.0, 1.0 - p)
 
     def _sf(self, k, n, p):
-        return sp.bdtrc(k, n, p)
+        return sp.betainc(k + 1.0, n - k, p)
 
 
 class _Bernoulli(_Binom):
