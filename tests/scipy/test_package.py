@@ -36,3 +36,14 @@ def test_layout_mirrors_scipy():
     assert {'special', 'stats', 'linalg', 'signal', 'integrate'} <= set(dir(tsc))
     with pytest.raises(AttributeError):
         tsc.no_such_subpackage
+
+
+@pytest.mark.parametrize('name', ['special', 'stats', 'linalg', 'signal', 'integrate'])
+def test_doctests(name):
+    import doctest
+    import importlib
+    pytest.importorskip('scipy')
+    result = doctest.testmod(importlib.import_module(f'tracked.scipy.{name}'),
+                             optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0
+    assert result.failed == 0

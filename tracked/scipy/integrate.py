@@ -182,7 +182,7 @@ def odeint(func, y0, t, args=(), tfirst=False, full_output=False, **options):
     >>> decay = lambda y, t, k: -k * y
     >>> g = tr.gradient(lambda k: odeint(decay, np.ones(1), np.array([0.0, 2.0]), (k,),
     ...                                  rtol=1e-10, atol=1e-10)[-1, 0], 0.5)[0]
-    >>> round(float(g), 6), round(-2 * np.exp(-1.0), 6)         # d/dk exp(-2k)
+    >>> round(float(g), 6), round(-2 * float(np.exp(-1.0)), 6)         # d/dk exp(-2k)
     (-0.735759, -0.735759)
     """
     if full_output:

@@ -27,8 +27,8 @@ def expm(A):
 
     >>> import numpy as np, tracked as tr
     >>> from tracked.scipy.linalg import expm
-    >>> tr.gradient(lambda t: np.trace(expm(t * np.eye(2))), 0.5)[0] / np.exp(0.5)
-    np.float64(2.0)
+    >>> round(float(tr.gradient(lambda t: np.trace(expm(t * np.eye(2))), 0.5)[0]), 6)
+    3.297443
     """
     return call(_sla.expm, A)
 

@@ -38,8 +38,8 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
 
     >>> import numpy as np, tracked as tr
     >>> from tracked.scipy.special import logsumexp
-    >>> logsumexp(np.array([1000.0, 1000.0])) - 1000.0
-    np.float64(0.6931471805599453)
+    >>> round(float(logsumexp(np.array([1000.0, 1000.0]))), 6)      # 1000 + log 2
+    1000.693147
     >>> tr.gradient(lambda a: logsumexp(a, b=np.array([1.0, 3.0])), np.zeros(2))
     (array([0.25, 0.75]),)
     """
@@ -117,10 +117,13 @@ def multigammaln(a, d):
     """``multigammaln(a, d)``: the log of the multivariate gamma function of dimension
     ``d``, ``d (d-1)/4 log(pi) + sum_j gammaln(a - j/2)`` for ``j < d``; differentiable in ``a``.
 
-    >>> import numpy as np
+    >>> import numpy as np, scipy.special, tracked as tr
     >>> from tracked.scipy.special import multigammaln
-    >>> float(multigammaln(23.5, 10))
-    454.1488605074416
+    >>> bool(np.isclose(multigammaln(23.5, 10), scipy.special.multigammaln(23.5, 10)))
+    True
+    >>> bool(np.isclose(tr.gradient(lambda a: multigammaln(a, 2), 3.0)[0],
+    ...                 scipy.special.psi(3.0) + scipy.special.psi(2.5)))
+    True
     """
     if not isinstance(d, (int, np.integer)) or d < 1:
         raise ValueError('d should be a positive integer (dimension)')
