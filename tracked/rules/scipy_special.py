@@ -4,6 +4,12 @@ They are NumPy ufuncs, so ``scipy.special.gammaln(x)`` on a tracked value reache
 ``__array_ufunc__`` and this registry unmodified.  Registered only when SciPy is
 importable (an optional extra): without it this module registers nothing.
 
+Rules are keyed on the ufuncs of ``scipy.special._ufuncs``, which are the public
+objects (``scipy.special.gammaln is scipy.special._ufuncs.gammaln``) unless SciPy's
+array-API mode (``SCIPY_ARRAY_API=1``) replaces the public names by Python wrappers
+that convert their arguments; then ``tracked.scipy.special`` still hands out the
+ufuncs themselves.
+
 Every rule is its partial derivatives (``defpartials``), written with NumPy and
 SciPy ufuncs that are themselves registered here, so derivatives nest to any order
 (``gammaln`` -> ``psi`` -> ``zeta``; ``jv`` -> ``jv``).  Partials are holomorphic
@@ -40,8 +46,9 @@ import numpy as np
 from ..registry import defpartials
 
 try:
-    import scipy.special as sp
-    from scipy.special import _ufuncs
+    # The ufunc objects themselves: with SCIPY_ARRAY_API=1, scipy.special's public
+    # names are Python wrappers around these (which convert their arguments).
+    from scipy.special import _ufuncs as sp
 except ImportError:          # SciPy is an optional extra: nothing to register
     sp = None
 
@@ -73,7 +80,7 @@ def _trigamma(x):
     if _is_complex(x):
         raise TypeError('the derivative of scipy.special.digamma (polygamma(1, z)) is '
                         'available for real arguments only')
-    return _ufuncs._zeta(2.0, x)
+    return sp._zeta(2.0, x)
 
 
 def _pdf_gamma(a, x):
@@ -105,11 +112,11 @@ def _register():
     _def(sp.rgamma, lambda ans, x: -ans * sp.psi(x))
     _def(sp.gammaln, lambda ans, x: sp.psi(x))       # d log|Gamma| = psi also for x < 0
     _def(sp.loggamma, lambda ans, x: sp.psi(x))
-    _def(sp.psi, lambda ans, x: _trigamma(x))          # sp.digamma is sp.psi
+    _def(sp.psi, lambda ans, x: _trigamma(x))          # scipy.special.digamma is psi
     _def(sp.gammasgn, 0)
     # Hurwitz zeta(s, q): scipy.special.zeta(s, q) calls this ufunc, so it is
     # differentiated unmodified in q; polygamma is written with it.
-    _def(_ufuncs._zeta, None, lambda ans, s, q: -s * _ufuncs._zeta(s + 1.0, q), name='zeta')
+    _def(sp._zeta, None, lambda ans, s, q: -s * sp._zeta(s + 1.0, q), name='zeta')
     _def(sp.beta, lambda ans, a, b: ans * (sp.psi(a) - sp.psi(a + b)),
          lambda ans, a, b: ans * (sp.psi(b) - sp.psi(a + b)))
     _def(sp.betaln, lambda ans, a, b: sp.psi(a) - sp.psi(a + b),

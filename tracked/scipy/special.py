@@ -1,7 +1,8 @@
 """``tracked.scipy.special``: ``scipy.special`` for tracked values.
 
 SciPy's ufuncs (``gammaln``, ``erf``, ``expit``, ``xlogy``, ...) are differentiated
-unmodified (``tracked/rules/scipy_special.py``) and are the same objects here, as is
+unmodified (``tracked/rules/scipy_special.py``) and are the same objects here (the
+ufuncs themselves even when SciPy's array-API mode wraps its public names), as is
 every name this module does not define.  Defined here, with NumPy operations on
 tracked values, are the Python functions that NumPy's protocols cannot intercept:
 ``logsumexp``, ``softmax``, ``log_softmax``, ``polygamma``, ``multigammaln``.
@@ -12,12 +13,30 @@ import numpy as np
 import scipy.special as _sp
 from scipy.special import _ufuncs
 
-__all__ = ['logsumexp', 'softmax', 'log_softmax', 'polygamma', 'multigammaln']
+__all__ = ['logsumexp', 'softmax', 'log_softmax', 'polygamma', 'multigammaln', 'digamma', 'zeta']
 
 
 def __getattr__(name):
-    """Every other name is ``scipy.special``'s (ufuncs are differentiated unmodified)."""
-    return getattr(_sp, name)
+    """Every other name is ``scipy.special``'s, and a ufunc is SciPy's ufunc object itself
+    (differentiated unmodified; with SCIPY_ARRAY_API=1 SciPy's public name is a wrapper
+    that would convert a tracked argument)."""
+    uf = getattr(_ufuncs, name, None)
+    return uf if isinstance(uf, np.ufunc) else getattr(_sp, name)
+
+
+digamma = _ufuncs.psi
+
+
+def zeta(x, q=None):
+    """``zeta(x, q=None)``: the Riemann zeta function, or the Hurwitz zeta function
+    ``sum_k (k + q)^-x``, differentiable in ``q`` (as ``scipy.special.zeta``'s).
+
+    >>> import numpy as np, tracked as tr
+    >>> from tracked.scipy.special import zeta
+    >>> bool(np.isclose(tr.gradient(lambda q: zeta(2.0, q), 1.0)[0], -2 * zeta(3.0)))
+    True
+    """
+    return _ufuncs._riemann_zeta(x) if q is None else _ufuncs._zeta(x, q)
 
 
 def _reduced_shape(shape, axis):
@@ -106,11 +125,12 @@ def polygamma(n, x):
     # the registered Hurwitz zeta ufunc (its derivative in x is the next polygamma).
     if isinstance(n, (int, np.integer)):
         if n == 0:
-            return _sp.psi(x)
+            return _ufuncs.psi(x)
         return (-1.0) ** (n + 1) * math.factorial(n) * _ufuncs._zeta(n + 1.0, x)
     n = np.asarray(n)
     s = np.where(n == 0, 2.0, n + 1.0)       # order 0 takes psi: no zeta(1, x) = inf
-    return np.where(n == 0, _sp.psi(x), (-1.0) ** (n + 1) * _sp.gamma(n + 1.0) * _ufuncs._zeta(s, x))
+    return np.where(n == 0, _ufuncs.psi(x),
+                    (-1.0) ** (n + 1) * _ufuncs.gamma(n + 1.0) * _ufuncs._zeta(s, x))
 
 
 def multigammaln(a, d):
@@ -129,5 +149,5 @@ def multigammaln(a, d):
         raise ValueError('d should be a positive integer (dimension)')
     if np.any(a <= 0.5 * (d - 1)):          # as SciPy (a guard on a recorded tape)
         raise ValueError(f'condition a > 0.5 * (d-1) ({0.5 * (d - 1)}) not met')
-    terms = _sp.gammaln(np.expand_dims(a, -1) - 0.5 * np.arange(d))
+    terms = _ufuncs.gammaln(np.expand_dims(a, -1) - 0.5 * np.arange(d))
     return (d * (d - 1) * 0.25) * math.log(math.pi) + np.sum(terms, axis=-1)

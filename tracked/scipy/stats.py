@@ -18,7 +18,7 @@ every density does.
 import math
 
 import numpy as np
-import scipy.special as sp
+from scipy.special import _ufuncs as sp      # the ufuncs (also under SCIPY_ARRAY_API=1)
 import scipy.stats as _st
 
 from . import linalg as _linalg
