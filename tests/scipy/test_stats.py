@@ -86,6 +86,12 @@ CASES = [c for name in CONTINUOUS for c in continuous_cases(name)] + [
          name='dirichlet.logpdf(K-1 components)'),
     case(lambda a: ts.dirichlet(a).pdf(np.array([0.2, 0.3, 0.5])), arg((3,), 0.5, 3.0),
          name='dirichlet(alpha).pdf'),
+    # summaries
+    case(ts.entropy, arg((5,), 0.1, 2.0), name='entropy(pk)'),
+    case(ts.entropy, arg((3, 4), 0.1, 2.0), arg((3, 4), 0.1, 2.0), kwargs={'axis': 1, 'base': 2},
+         name='entropy(pk, qk, axis=1, base=2)'),
+    case(ts.entropy, arg((4,), 0.1, 2.0), arg((3, 4), 0.1, 2.0), kwargs={'axis': -1},
+         name='entropy(pk, qk broadcast)'),
 ]
 
 
@@ -123,6 +129,18 @@ def test_discrete_values_match_scipy(name, shapes):
             mine = getattr(getattr(ts, name), method)(K, *map(tr.param, shapes), loc=loc)
             np.testing.assert_allclose(tr.data(mine), theirs, rtol=1e-9, atol=1e-300,
                                        err_msg=f'{name}.{method}')
+
+
+@pytest.mark.filterwarnings('ignore::RuntimeWarning')
+def test_entropy_matches_scipy():
+    rng = np.random.default_rng(3)
+    p, q = rng.random((3, 4)), rng.random((3, 4))
+    for kw in ({}, {'axis': 1}, {'base': 3.0}, {'axis': -1, 'keepdims': True}):
+        np.testing.assert_allclose(ts.entropy(tr.param(p), **kw).data, st.entropy(p, **kw), rtol=1e-12)
+        np.testing.assert_allclose(ts.entropy(p, tr.param(q), **kw).data, st.entropy(p, q, **kw),
+                                   rtol=1e-12)
+        np.testing.assert_allclose(ts.entropy(tr.param(p[0]), q, **kw).data,
+                                   st.entropy(p[0], q, **kw), rtol=1e-12)
 
 
 @pytest.mark.filterwarnings('ignore::RuntimeWarning')
