@@ -15,7 +15,7 @@ import scipy.signal as ssig
 
 from ..registry import defcomposite, defvjp
 from ..values import call
-from .linalg import _is_complex, _shape
+from .scipy_linalg import _is_complex, _shape
 
 
 def _window(mode, s1, s2):
