@@ -261,7 +261,17 @@ class _Discrete(_Distribution):
 # Continuous distributions on the real line
 # --------------------------------------------------------------------------
 
-class _Norm(_Continuous):
+class _Symmetric(_Continuous):
+    """A distribution symmetric about 0: ``sf(z) = cdf(-z)``."""
+
+    def _sf(self, z, *shapes):
+        return self._cdf(-z, *shapes)
+
+    def _logsf(self, z, *shapes):
+        return self._logcdf(-z, *shapes)
+
+
+class _Norm(_Symmetric):
     """The normal distribution: ``norm.logpdf(x, loc=0, scale=1)``, ... and ``ppf``/``isf``."""
     name = 'norm'
 
@@ -271,14 +281,8 @@ class _Norm(_Continuous):
     def _cdf(self, z):
         return sp.ndtr(z)
 
-    def _sf(self, z):
-        return sp.ndtr(-z)
-
     def _logcdf(self, z):
         return sp.log_ndtr(z)
-
-    def _logsf(self, z):
-        return sp.log_ndtr(-z)
 
     def ppf(self, q, loc=0.0, scale=1.0):
         """The quantile function ``loc + scale * ndtri(q)``, differentiable in all three."""
@@ -289,7 +293,7 @@ class _Norm(_Continuous):
         return loc - scale * sp.ndtri(q)
 
 
-class _T(_Continuous):
+class _T(_Symmetric):
     name = 't'
     shapes = ('df',)
 
@@ -303,11 +307,8 @@ class _T(_Continuous):
     def _cdf(self, z, df):
         return sp.stdtr(df, z)
 
-    def _sf(self, z, df):
-        return sp.stdtr(df, -z)
 
-
-class _Cauchy(_Continuous):
+class _Cauchy(_Symmetric):
     name = 'cauchy'
 
     def _logpdf(self, z):
@@ -316,11 +317,8 @@ class _Cauchy(_Continuous):
     def _cdf(self, z):
         return 0.5 + np.arctan(z) / math.pi
 
-    def _sf(self, z):
-        return 0.5 - np.arctan(z) / math.pi
 
-
-class _Logistic(_Continuous):
+class _Logistic(_Symmetric):
     name = 'logistic'
 
     def _logpdf(self, z):
@@ -329,17 +327,11 @@ class _Logistic(_Continuous):
     def _cdf(self, z):
         return sp.expit(z)
 
-    def _sf(self, z):
-        return sp.expit(-z)
-
     def _logcdf(self, z):
         return sp.log_expit(z)
 
-    def _logsf(self, z):
-        return sp.log_expit(-z)
 
-
-class _Laplace(_Continuous):
+class _Laplace(_Symmetric):
     name = 'laplace'
 
     def _logpdf(self, z):
@@ -351,16 +343,10 @@ class _Laplace(_Continuous):
         return np.where(left, 0.5 * np.exp(_safe(z, ~left, 0.0)),
                         1.0 - 0.5 * np.exp(-_safe(z, left, 0.0)))
 
-    def _sf(self, z):
-        return self._cdf(-z)
-
     def _logcdf(self, z):
         left = z < 0
         return np.where(left, _safe(z, ~left, 0.0) - _LOG2,
                         np.log1p(-0.5 * np.exp(-_safe(z, left, 0.0))))
-
-    def _logsf(self, z):
-        return self._logcdf(-z)
 
 
 # --------------------------------------------------------------------------
@@ -395,24 +381,19 @@ def _clip01(z):
     return np.where(z < 0, 0.0, np.where(z > 1, 1.0, z))
 
 
-class _Chi2(_Continuous):
+class _Chi2(_Gamma):
+    """chi2(df) is gamma(df / 2, scale=2)."""
     name = 'chi2'
     shapes = ('df',)
 
-    def _argcheck(self, df):
-        return df > 0
-
     def _logpdf(self, z, df):
-        neg = z < 0
-        zs = _safe(z, neg, 1.0)
-        h = 0.5 * df
-        return np.where(neg, -np.inf, sp.xlogy(h - 1.0, zs) - 0.5 * zs - h * _LOG2 - sp.gammaln(h))
+        return super()._logpdf(0.5 * z, 0.5 * df) - _LOG2
 
     def _cdf(self, z, df):
-        return sp.chdtr(df, _clip0(z))
+        return super()._cdf(0.5 * z, 0.5 * df)
 
     def _sf(self, z, df):
-        return sp.chdtrc(df, _clip0(z))
+        return super()._sf(0.5 * z, 0.5 * df)
 
 
 class _Expon(_Continuous):
