@@ -44,6 +44,7 @@ import math
 import numpy as np
 
 from ..registry import defpartials
+from .elementwise import _is_complex
 
 try:
     # The ufunc objects themselves: with SCIPY_ARRAY_API=1, scipy.special's public
@@ -57,10 +58,6 @@ _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 _RAD = math.pi / 180.0
-
-
-def _is_complex(x):
-    return getattr(getattr(x, 'dtype', None), 'kind', None) == 'c' or type(x) is complex
 
 
 def _real_only(name, z):

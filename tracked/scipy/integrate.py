@@ -45,7 +45,8 @@ def __getattr__(name):
 class _Problem:
     """``dy/dt = rhs(y, t, params)`` for a state of ``n`` numbers and parameters of
     ``shapes``, packed with the initial state in one vector ``z = [y0, p...]``;
-    ``solver`` integrates it on plain values (``_odeint_solver``, ``_ivp_solver``)."""
+    ``solver(f, y0, t)`` integrates ``dy/dt = f(y, t)`` on plain values (SciPy's
+    odeint, or solve_ivp with the user's method and options)."""
 
     def __init__(self, rhs, n, shapes, solver):
         self.rhs, self.n, self.shapes, self.solver = rhs, n, tuple(shapes), solver
