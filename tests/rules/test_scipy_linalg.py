@@ -187,3 +187,54 @@ def test_hessian_of_a_gaussian_log_likelihood_through_cholesky():
     s = 1.3
     np.testing.assert_allclose(tr.hessian(loglik, s), 3 / s ** 2 - 3 * (y @ y) / s ** 4,
                                rtol=1e-10)
+
+
+# --------------------------------------------------------------------------
+# SciPy's spellings of np.linalg
+# --------------------------------------------------------------------------
+
+def _has_rule(fn):
+    from tracked import registry
+    return fn in registry.RULES
+
+
+WRAPPERS = [
+    case(tla.solve, (3, 3), (3,)), case(tla.solve, (3, 3), (3, 2)),
+    case(lambda a, b: tla.solve(a, b, transposed=True), (3, 3), (3, 2), name='solve(transposed)'),
+    case(lambda a, b: tla.solve(spd(a), b, assume_a='pos'), (3, 3), (3,), name='solve(pos)'),
+    case(tla.inv, (3, 3)), case(tla.det, (3, 3)),
+    case(lambda a: tla.cholesky(spd(a)), (3, 3), name='cholesky(upper)'),
+    case(lambda a: tla.cholesky(spd(a), lower=True), (3, 3), name='cholesky(lower)'),
+    case(lambda a: tla.eigh(spd(a))[0], (3, 3), name='eigh values'),
+    case(lambda a: tla.eigh(spd(a), eigvals_only=True), (3, 3), name='eigh(eigvals_only)'),
+    case(tla.norm, (3, 3)), case(lambda a: tla.norm(a, 1), (4,), name='norm(ord=1)'),
+    case(tla.pinv, (4, 3)),
+]
+
+
+@parametrize(WRAPPERS)
+def test_scipy_spellings(c):
+    c.check()
+
+
+def test_scipy_spellings_match_scipy():
+    b = RNG.standard_normal((4, 2))
+    for name, args, kw in [('solve', (S, b), {}), ('solve', (A, b), {'transposed': True}),
+                           ('inv', (A,), {}), ('det', (A,), {}), ('cholesky', (S,), {}),
+                           ('cholesky', (S,), {'lower': True}), ('norm', (A,), {'ord': 'fro'}),
+                           ('pinv', (A,), {})]:
+        np.testing.assert_allclose(tr.data(getattr(tla, name)(tr.param(args[0]), *args[1:], **kw)),
+                                   getattr(sla, name)(*args, **kw), rtol=1e-10, err_msg=name)
+    w, v = tla.eigh(tr.param(S))
+    np.testing.assert_allclose(w.data, sla.eigh(S)[0], rtol=1e-12)
+    np.testing.assert_allclose(np.abs(v.data), np.abs(sla.eigh(S)[1]), rtol=1e-10)
+
+
+@pytest.mark.skipif(not all(map(_has_rule, (np.linalg.svd, np.linalg.qr, np.linalg.lstsq))),
+                    reason='svd, qr and lstsq rules come with the linalg branch')
+def test_svd_qr_lstsq_spellings():
+    m = RNG.standard_normal((4, 3))
+    assert tr.gradcheck(lambda a: tla.svd(a, compute_uv=False), m)
+    assert [q.shape for q in tla.qr(m, mode='economic')] == [(4, 3), (3, 3)]
+    assert tr.gradcheck(lambda a: tla.qr(a, mode='r')[0], m)
+    np.testing.assert_allclose(tla.lstsq(m, np.ones(4))[0], sla.lstsq(m, np.ones(4))[0], rtol=1e-10)
