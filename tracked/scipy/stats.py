@@ -120,16 +120,22 @@ class _Distribution:
 class _Continuous(_Distribution):
     """``logpdf(x, *shapes, loc=0, scale=1)`` from the standard form ``_logpdf(z, *shapes)``."""
 
+    _support_z = (-np.inf, np.inf)       # the standard form's support
+
     def _standard(self, x, args, kwds):
         *shapes, loc, scale = self._parse(args, kwds)
         z = x if _is_const(loc, 0) else x - loc
         if not _is_const(scale, 1):
             z = z / scale
+        return z, shapes, scale, self._ok(shapes, scale)
+
+    def _ok(self, shapes, scale):
+        """Where the parameters are valid (``_argcheck`` and a positive scale), or True."""
         ok = self._argcheck(*shapes)
         if not (type(scale) in (int, float) and scale > 0):
             positive = np.logical_not(scale <= 0)
             ok = positive if ok is True else ok & positive
-        return z, shapes, scale, ok
+        return ok
 
     def logpdf(self, x, *args, **kwds):
         """``logpdf(x, *shapes, loc=0, scale=1)``: the log density, as SciPy's.
@@ -178,7 +184,40 @@ class _Continuous(_Distribution):
         with np.errstate(divide='ignore'):
             return _valid(self._logsf(z, *shapes), ok)
 
+    def ppf(self, q, *args, **kwds):
+        """``ppf(q, *shapes, loc=0, scale=1)``: the quantile function (``cdf``'s inverse),
+        differentiable in ``q``, ``loc``, ``scale`` (and the shapes where ``cdf`` is).
+
+        >>> from tracked.scipy.stats import norm, expon
+        >>> float(norm.ppf(0.5, loc=3.0)), round(float(expon.ppf(0.5, scale=2.0)), 12)
+        (3.0, 1.386294361120)
+        """
+        return self._quantile(q, args, kwds, survival=False)
+
+    def isf(self, q, *args, **kwds):
+        """``isf(q, *shapes, loc=0, scale=1)``: the inverse survival function, ``ppf(1 - q)``."""
+        return self._quantile(q, args, kwds, survival=True)
+
+    def _quantile(self, q, args, kwds, survival):
+        *shapes, loc, scale = self._parse(args, kwds)
+        fn, (at0, at1) = (self._isf, self._support_z[::-1]) if survival else \
+            (self._ppf, self._support_z)
+        # the ends of the support at q = 0 and 1 (fn is evaluated at 0.5 there instead,
+        # so that no infinite derivative meets a zero cotangent)
+        q0, q1 = q == 0, q == 1
+        with np.errstate(invalid='ignore', divide='ignore'):     # q outside [0, 1]: nan
+            z = np.where(q0, at0, np.where(q1, at1, fn(_safe(q, q0 | q1, 0.5), *shapes)))
+        if not _is_const(scale, 1):
+            z = z * scale
+        out = z if _is_const(loc, 0) else z + loc
+        ok = self._ok(shapes, scale)
+        inside = np.logical_not((q < 0) | (q > 1))
+        return _valid(out, inside if ok is True else ok & inside)
+
     # defaults in terms of each other; distributions override the stable forms
+    def _isf(self, q, *shapes):
+        return self._ppf(1.0 - q, *shapes)
+
     def _sf(self, z, *shapes):
         return 1.0 - self._cdf(z, *shapes)
 
@@ -270,9 +309,12 @@ class _Symmetric(_Continuous):
     def _logsf(self, z, *shapes):
         return self._logcdf(-z, *shapes)
 
+    def _isf(self, q, *shapes):
+        return -self._ppf(q, *shapes)
+
 
 class _Norm(_Symmetric):
-    """The normal distribution: ``norm.logpdf(x, loc=0, scale=1)``, ... and ``ppf``/``isf``."""
+    """The normal distribution: ``norm.logpdf(x, loc=0, scale=1)``, ..."""
     name = 'norm'
 
     def _logpdf(self, z):
@@ -284,13 +326,8 @@ class _Norm(_Symmetric):
     def _logcdf(self, z):
         return sp.log_ndtr(z)
 
-    def ppf(self, q, loc=0.0, scale=1.0):
-        """The quantile function ``loc + scale * ndtri(q)``, differentiable in all three."""
-        return loc + scale * sp.ndtri(q)
-
-    def isf(self, q, loc=0.0, scale=1.0):
-        """The inverse survival function ``loc - scale * ndtri(q)``."""
-        return loc - scale * sp.ndtri(q)
+    def _ppf(self, q):
+        return sp.ndtri(q)
 
 
 class _T(_Symmetric):
@@ -307,6 +344,9 @@ class _T(_Symmetric):
     def _cdf(self, z, df):
         return sp.stdtr(df, z)
 
+    def _ppf(self, q, df):
+        return sp.stdtrit(df, q)
+
 
 class _Cauchy(_Symmetric):
     name = 'cauchy'
@@ -316,6 +356,9 @@ class _Cauchy(_Symmetric):
 
     def _cdf(self, z):
         return 0.5 + np.arctan(z) / math.pi
+
+    def _ppf(self, q):
+        return np.tan(math.pi * (q - 0.5))
 
 
 class _Logistic(_Symmetric):
@@ -329,6 +372,9 @@ class _Logistic(_Symmetric):
 
     def _logcdf(self, z):
         return sp.log_expit(z)
+
+    def _ppf(self, q):
+        return sp.logit(q)
 
 
 class _Laplace(_Symmetric):
@@ -348,12 +394,18 @@ class _Laplace(_Symmetric):
         return np.where(left, _safe(z, ~left, 0.0) - _LOG2,
                         np.log1p(-0.5 * np.exp(-_safe(z, left, 0.0))))
 
+    def _ppf(self, q):
+        low = q < 0.5
+        return np.where(low, np.log(2.0 * _safe(q, ~low, 0.25)),
+                        -np.log(2.0 - 2.0 * _safe(q, low, 0.75)))
+
 
 # --------------------------------------------------------------------------
 # Continuous distributions on the half-line and the unit interval
 # --------------------------------------------------------------------------
 
 class _Gamma(_Continuous):
+    _support_z = (0.0, np.inf)
     name = 'gamma'
     shapes = ('a',)
 
@@ -370,6 +422,12 @@ class _Gamma(_Continuous):
 
     def _sf(self, z, a):
         return sp.gammaincc(a, _clip0(z))
+
+    def _ppf(self, q, a):
+        return sp.gammaincinv(a, q)
+
+    def _isf(self, q, a):
+        return sp.gammainccinv(a, q)
 
 
 def _clip0(z):
@@ -395,8 +453,15 @@ class _Chi2(_Gamma):
     def _sf(self, z, df):
         return super()._sf(0.5 * z, 0.5 * df)
 
+    def _ppf(self, q, df):
+        return 2.0 * super()._ppf(q, 0.5 * df)
+
+    def _isf(self, q, df):
+        return 2.0 * super()._isf(q, 0.5 * df)
+
 
 class _Expon(_Continuous):
+    _support_z = (0.0, np.inf)
     name = 'expon'
 
     def _logpdf(self, z):
@@ -412,8 +477,15 @@ class _Expon(_Continuous):
     def _logsf(self, z):
         return -_clip0(z)
 
+    def _ppf(self, q):
+        return -np.log1p(-q)
+
+    def _isf(self, q):
+        return -np.log(q)
+
 
 class _Beta(_Continuous):
+    _support_z = (0.0, 1.0)
     name = 'beta'
     shapes = ('a', 'b')
 
@@ -432,8 +504,15 @@ class _Beta(_Continuous):
     def _sf(self, z, a, b):
         return sp.betaincc(a, b, _clip01(z))
 
+    def _ppf(self, q, a, b):
+        return sp.betaincinv(a, b, q)
+
+    def _isf(self, q, a, b):
+        return sp.betainccinv(a, b, q)
+
 
 class _Uniform(_Continuous):
+    _support_z = (0.0, 1.0)
     name = 'uniform'
 
     def _logpdf(self, z):
@@ -446,8 +525,12 @@ class _Uniform(_Continuous):
     def _sf(self, z):
         return 1.0 - _clip01(z)
 
+    def _ppf(self, q):
+        return q + 0.0
+
 
 class _Lognorm(_Continuous):
+    _support_z = (0.0, np.inf)
     name = 'lognorm'
     shapes = ('s',)
 
@@ -467,8 +550,12 @@ class _Lognorm(_Continuous):
         bad = z <= 0
         return np.where(bad, 1.0, sp.ndtr(-np.log(_safe(z, bad, 1.0)) / s))
 
+    def _ppf(self, q, s):
+        return np.exp(s * sp.ndtri(q))
+
 
 class _Halfnorm(_Continuous):
+    _support_z = (0.0, np.inf)
     name = 'halfnorm'
 
     def _logpdf(self, z):
@@ -485,8 +572,15 @@ class _Halfnorm(_Continuous):
     def _logcdf(self, z):
         return np.log1p(-sp.erfc(_clip0(z) * _SQRT_HALF))
 
+    def _ppf(self, q):
+        return sp.ndtri(0.5 + 0.5 * q)
+
+    def _isf(self, q):
+        return -sp.ndtri(0.5 * q)
+
 
 class _Invgamma(_Continuous):
+    _support_z = (0.0, np.inf)
     name = 'invgamma'
     shapes = ('a',)
 
@@ -505,6 +599,12 @@ class _Invgamma(_Continuous):
     def _sf(self, z, a):
         bad = z <= 0
         return np.where(bad, 1.0, sp.gammainc(a, 1.0 / _safe(z, bad, 1.0)))
+
+    def _ppf(self, q, a):
+        return 1.0 / sp.gammainccinv(a, q)
+
+    def _isf(self, q, a):
+        return 1.0 / sp.gammaincinv(a, q)
 
 
 # --------------------------------------------------------------------------
