@@ -190,7 +190,7 @@ class _Continuous(_Distribution):
 
         >>> from tracked.scipy.stats import norm, expon
         >>> float(norm.ppf(0.5, loc=3.0)), round(float(expon.ppf(0.5, scale=2.0)), 12)
-        (3.0, 1.386294361120)
+        (3.0, 1.38629436112)
         """
         return self._quantile(q, args, kwds, survival=False)
 
