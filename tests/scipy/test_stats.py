@@ -139,7 +139,6 @@ def test_discrete_values_match_scipy(name, shapes):
                                        err_msg=f'{name}.{method}')
 
 
-@pytest.mark.filterwarnings('ignore::RuntimeWarning')
 def test_entropy_matches_scipy():
     rng = np.random.default_rng(3)
     p, q = rng.random((3, 4)), rng.random((3, 4))
@@ -149,6 +148,14 @@ def test_entropy_matches_scipy():
                                    rtol=1e-12)
         np.testing.assert_allclose(ts.entropy(tr.param(p[0]), q, **kw).data,
                                    st.entropy(p[0], q, **kw), rtol=1e-12)
+
+
+def test_lists_are_taken_as_arrays():
+    np.testing.assert_allclose(ts.norm.logpdf([0.0, 1.0], [0, 1], [1, 2]),
+                               st.norm.logpdf([0.0, 1.0], [0, 1], [1, 2]), rtol=1e-12)
+    np.testing.assert_allclose(ts.poisson.pmf([0, 2], [1.0, 2.0]), st.poisson.pmf([0, 2], [1.0, 2.0]),
+                               rtol=1e-12)
+    np.testing.assert_allclose(ts.gamma.ppf([0.2, 0.7], 2.0), st.gamma.ppf([0.2, 0.7], 2.0), rtol=1e-12)
 
 
 @pytest.mark.filterwarnings('ignore::RuntimeWarning')

@@ -37,6 +37,11 @@ def __getattr__(name):
     return getattr(_st, name)
 
 
+def _as_array(v):
+    """A list or tuple of numbers as an array (as SciPy takes them); anything else as is."""
+    return np.asarray(v, dtype=float) if isinstance(v, (list, tuple)) else v
+
+
 def _is_const(v, value):
     """Whether ``v`` is the Python number ``value`` (skips an operation on the tape)."""
     return type(v) in (int, float) and v == value
@@ -110,7 +115,7 @@ class _Distribution:
             raise TypeError(f'{self.name}: missing shape parameter(s) {", ".join(missing)}')
         values.setdefault('loc', 0.0)
         values.setdefault('scale', 1.0)
-        return [values[n] for n in names]
+        return [_as_array(values[n]) for n in names]
 
     def _argcheck(self, *shapes):
         """Where the shape parameters are valid: a mask, or True."""
@@ -124,6 +129,7 @@ class _Continuous(_Distribution):
 
     def _standard(self, x, args, kwds):
         *shapes, loc, scale = self._parse(args, kwds)
+        x = _as_array(x)
         z = x if _is_const(loc, 0) else x - loc
         if not _is_const(scale, 1):
             z = z / scale
@@ -200,6 +206,7 @@ class _Continuous(_Distribution):
 
     def _quantile(self, q, args, kwds, survival):
         *shapes, loc, scale = self._parse(args, kwds)
+        q = _as_array(q)
         fn, (at0, at1) = (self._isf, self._support_z[::-1]) if survival else \
             (self._ppf, self._support_z)
         # the ends of the support at q = 0 and 1 (fn is evaluated at 0.5 there instead,
@@ -236,6 +243,7 @@ class _Discrete(_Distribution):
 
     def _standard(self, k, args, kwds):
         *shapes, loc = self._parse(args, kwds)
+        k = _as_array(k)
         return (k if _is_const(loc, 0) else k - loc), shapes, self._argcheck(*shapes)
 
     def logpmf(self, k, *args, **kwds):
