@@ -27,6 +27,7 @@ import scipy.linalg as sla
 from ..registry import Primitive, defcomposite, defvjp, nondifferentiable
 from ..values import apply, call
 
+
 # Own helpers rather than linalg.py's private ones (that module is being reorganised).
 def _shape(x):
     return np.shape(x)
@@ -45,6 +46,7 @@ def _mH(x):
     """The conjugate transpose of each matrix (the transpose for real ones)."""
     xt = np.swapaxes(x, -1, -2)
     return np.conj(xt) if _is_complex(x) else xt
+
 
 _TRANS = {0: 0, 1: 1, 2: 2, 'N': 0, 'T': 1, 'C': 2, 'n': 0, 't': 1, 'c': 2}
 
