@@ -1,4 +1,6 @@
 """Every public NumPy function is accounted for, and the coverage page says so."""
+import os
+
 import numpy as np
 import pytest
 
@@ -50,10 +52,11 @@ def test_one_status_each():
             assert sum(f in t for t in tables) <= 1, f'{prefix}.{name} has two statuses'
 
 
-@pytest.mark.parametrize('fn,args', [(np.roots, ()), (np.insert, (1, 2.0))])
-def test_unsupported_raise_the_no_rule_error(fn, args):
-    with pytest.raises(TypeError, match='no derivative rule'):
-        fn(tr.param(np.array([1.0, 2.0, 3.0])), *args)
+@pytest.mark.parametrize('call', [lambda x: np.insert(x, 1, 2.0),
+                                  lambda x: np.save(os.devnull, x)])
+def test_unsupported_raise_the_no_rule_error_with_the_reason(call):
+    with pytest.raises(TypeError, match=r'no derivative rule for np.(insert|save) \((not yet|writes)'):
+        call(tr.param(np.array([1.0, 2.0, 3.0])))
 
 
 def test_new_nondifferentiable_functions_give_plain_results():

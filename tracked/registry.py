@@ -27,6 +27,7 @@ RULES = {}        # NumPy callable (ufunc, function, or operator.*) -> Primitive
 NONDIFF = {}      # NumPy callable -> True: outputs are plain values, never tracked
 REDUCE = {}       # ufunc -> the function that ``ufunc.reduce`` means (np.add -> np.sum)
 ACCUMULATE = {}   # ufunc -> the function that ``ufunc.accumulate`` means (np.add -> np.cumsum)
+NAMES = {}  # callable -> its name in errors, where __module__ does not give it (SciPy's ufuncs)
 UNSUPPORTED = {}  # NumPy callable -> why it has no rule on purpose (it raises the no-rule error)
 UNDISPATCHED = {}  # NumPy callable -> why no tracked value reaches it (NumPy does not dispatch)
 UFUNC_METHODS = {}  # 'outer', 'at', 'reduceat', 'reduce', 'accumulate' -> fn(ufunc, *inputs,
@@ -363,7 +364,7 @@ def defvjp(fun, *vjps, fn=None, name=None, view=False, kernel=None, index_args=(
     compiled-tape form; ``linear``/``jvp`` its forward mode (see ``Primitive``).
     """
     elementwise = type(fun).__name__ == 'ufunc' and fun.signature is None
-    prim = Primitive(fn or fun, vjps, name=name or _name(fun), view=view,
+    prim = Primitive(fn or fun, vjps, name=name or display_name(fun), view=view,
                      elementwise=elementwise, kernel=kernel, index_args=index_args,
                      multi=multi, linear=linear, jvp=jvp, batched=batched)
     RULES[fun] = prim
@@ -389,7 +390,7 @@ def defpartials(fun, *partials, fn=None, name=None, kernel=None, vjps=None, regi
     made = [_partial_vjp(d, len(partials)) for d in partials]
     if vjps is not None:
         made = [v if v is not None else m for v, m in zip(vjps, made)]
-    prim = Primitive(fn or fun, made, name=name or _name(fun), elementwise=True,
+    prim = Primitive(fn or fun, made, name=name or display_name(fun), elementwise=True,
                      kernel=kernel, partials=tuple(partials))
     inline = tuple(d if callable(d) and getattr(v, 'partial', None) is d else None
                    for d, v in zip(partials, made))
@@ -461,7 +462,11 @@ def nondifferentiable(*funs, kernel=None):
         NONDIFF[f] = kernel or True
 
 
-def _name(fun):
+def display_name(fun):
+    """How errors name ``fun``: ``np.sum``, ``np.linalg.svd``, ``scipy.special.gammaln``."""
+    name = NAMES.get(fun)
+    if name is not None:
+        return name
     mod = getattr(fun, '__module__', None) or ''
     base = getattr(fun, '__name__', repr(fun))
     for sub in ('linalg', 'fft', 'random'):

@@ -471,6 +471,7 @@ def backward(root, seed, retain=False, private=False, sparse=False):
 _protected = {}         # id(array) -> [array, number of live entries protecting it]
 _finalizers = {}        # id(node) -> weak reference whose callback unprotects
 _lock = threading.Lock()   # the counts are shared by threads (a constant used by several)
+_pending = []           # released views whose base is still protected
 
 
 def protect(node, arrays):
@@ -518,7 +519,16 @@ def _release(key, kept):
                 entry[1] -= 1
                 if entry[1] == 0:
                     del _protected[id(a)]
-                    a.flags.writeable = True
+                    _pending.append(a)
+        # A view cannot be made writeable while its base is still read-only (protected
+        # by a live entry): it waits here until the base is released.
+        still = []
+        for a in _pending:
+            try:
+                a.flags.writeable = True
+            except ValueError:
+                still.append(a)
+        _pending[:] = still
 
 
 def protected(a):

@@ -356,7 +356,7 @@ def bind_keywords(fun, args, kwargs, name=None):
         if isinstance(v, Tracked) and v.dtype.kind in 'iub' and v.ndim == 0:
             kwargs[k] = operator.index(v)       # an integer used as a size or axis
         elif _holds_tracked(v):
-            what = name or registry._name(fun)
+            what = name or registry.display_name(fun)
             raise TypeError(f'{what}: the tracked keyword argument {k}= cannot be passed '
                             f'by position ({what} takes it by keyword only), so its '
                             f'gradient would be lost; pass tr.data(...) if you do not need '
@@ -382,10 +382,17 @@ def _conversion_message(call):
 
 
 def _no_rule_message(fun):
-    name = registry._name(fun) if callable(fun) else str(fun)
-    return (f'tracked has no derivative rule for {name}. Define one with @tr.rule '
-            f'(a forward function returning (value, pullback)), or call it on '
-            f'tr.data(x) if you do not need its gradient.')
+    name = registry.display_name(fun) if callable(fun) else str(fun)
+    why = registry.UNSUPPORTED.get(fun) if callable(fun) else None
+    return (f'tracked has no derivative rule for {name}' + (f' ({why})' if why else '')
+            + '. Define one with @tr.rule (a forward function returning (value, pullback)), '
+            'or call it on tr.data(x) if you do not need its gradient.')
+
+
+def no_method_rule(ufunc, method):
+    """The error for a ufunc method (``np.maximum.reduceat``, ...) without a rule."""
+    return TypeError(f'tracked has no derivative rule for {registry.display_name(ufunc)}.'
+                     f'{method}. Define one with @tr.rule, or call it on tr.data(x).')
 
 
 def plain(x):
@@ -648,8 +655,8 @@ class Tracked:
 
     def __array_function__(self, func, types, args, kwargs):
         if kwargs.get('out') is not None:
-            raise TypeError(f'{registry._name(func)}(..., out=...) cannot write a tracked result '
-                            f'into an array; use y = {registry._name(func)}(...) instead')
+            raise TypeError(f'{registry.display_name(func)}(..., out=...) cannot write a tracked result '
+                            f'into an array; use y = {registry.display_name(func)}(...) instead')
         return call(func, *args, **kwargs)
 
     # -- operators ------------------------------------------------------------
@@ -885,16 +892,16 @@ def ufunc_call(ufunc, method, inputs, kwargs):
     """``__array_ufunc__`` beyond the eager fast path: every ufunc method on tracked
     values (``Dual`` values of forward mode come here directly)."""
     if kwargs.get('out') is not None:
-        raise TypeError(f'np.{ufunc.__name__}(..., out=...) cannot write a tracked '
-                        f'result into an array; use y = np.{ufunc.__name__}(...) instead')
+        raise TypeError(f'{registry.display_name(ufunc)}(..., out=...) cannot write a tracked '
+                        f'result into an array; use y = {registry.display_name(ufunc)}(...) instead')
     if method == '__call__':
         if any(type(a) in _SEQUENCES for a in inputs):
             inputs = [_sequence_operand(a) if type(a) in _SEQUENCES else a for a in inputs]
         if 'where' in kwargs:
-            raise TypeError(f'np.{ufunc.__name__}(..., where=...) is not supported on '
+            raise TypeError(f'{registry.display_name(ufunc)}(..., where=...) is not supported on '
                             f'tracked values (without out= NumPy leaves the masked '
                             f'entries uninitialised); use np.where(mask, '
-                            f'np.{ufunc.__name__}(...), other) instead')
+                            f'{registry.display_name(ufunc)}(...), other) instead')
         if kwargs:
             kwargs = _ufunc_kwargs(ufunc, kwargs)
         return call(ufunc, *inputs, **kwargs)
@@ -902,7 +909,7 @@ def ufunc_call(ufunc, method, inputs, kwargs):
     if table is not None and ufunc in table:
         kwargs.pop('out', None)
         if kwargs.get('dtype') is not None:
-            raise TypeError(f'np.{ufunc.__name__}.{method}: dtype= is not supported '
+            raise TypeError(f'{registry.display_name(ufunc)}.{method}: dtype= is not supported '
                             f'on tracked values; use .astype first')
         kwargs.pop('dtype', None)
         kwargs.setdefault('axis', 0)   # ufunc.reduce/accumulate default to axis 0, np.sum to None
@@ -910,8 +917,7 @@ def ufunc_call(ufunc, method, inputs, kwargs):
     method_rule = registry.UFUNC_METHODS.get(method)
     if method_rule is not None:            # outer, at, reduceat, and other reduce/accumulate
         return method_rule(ufunc, *inputs, **kwargs)
-    raise TypeError(f'tracked has no derivative rule for np.{ufunc.__name__}.{method}. '
-                    f'Define one with @tr.rule, or call it on tr.data(x).')
+    raise no_method_rule(ufunc, method)
 
 
 def _ufunc_kwargs(ufunc, kwargs):
@@ -923,11 +929,11 @@ def _ufunc_kwargs(ufunc, kwargs):
     kwargs = dict(kwargs)
     kwargs.pop('out', None)
     if kwargs.pop('subok', True) is not True or kwargs.pop('order', 'K') not in ('K', 'C', 'A'):
-        raise TypeError(f'np.{ufunc.__name__}: subok=/order= are not supported on tracked values')
+        raise TypeError(f'{registry.display_name(ufunc)}: subok=/order= are not supported on tracked values')
     kwargs.pop('casting', None)
     dtype = kwargs.pop('dtype', None)
     if dtype is not None:
-        raise TypeError(f'np.{ufunc.__name__}(..., dtype=...) is not supported on tracked '
+        raise TypeError(f'{registry.display_name(ufunc)}(..., dtype=...) is not supported on tracked '
                         f'values; convert with x.astype(dtype) first')
     return kwargs
 

@@ -27,6 +27,11 @@ CASES = [
     case(lambda u, v: np.concatenate(np.polydiv(u, v)), (5,), arg((3,), 0.5, 2.0),
          covers=np.polydiv, name='polydiv'),
     case(np.poly, (3,)),
+    case(np.roots, arg(None, values=np.array([1.0, -3.0, 2.0]))),
+    case(np.roots, arg(None, values=np.array([2.0, 0.5, 1.0, -1.0]))),    # complex roots
+    case(lambda c: np.roots(np.concatenate([np.zeros(1), c, np.zeros(2)])),
+         arg(None, values=np.array([1.0, 0.5, -2.0])), covers=np.roots,
+         name='roots(leading and trailing zeros)'),
     case(lambda v: np.trim_zeros(v * np.array([0.0, 0.0, 1.0, 2.0, 0.0])), arg((5,), 0.5, 2.0),
          covers=np.trim_zeros, name='trim_zeros'),
 ]

@@ -20,7 +20,7 @@ call the user's function and its fresh pullback again on every replay.
 """
 import numpy as np
 
-from ..registry import NONDIFF, Primitive, _name
+from ..registry import NONDIFF, Primitive, display_name
 from ..tape import new_node
 from ..values import SELECT, Tracked, box, box_outputs, plain, real_parents
 from .guards import Guard, concrete_value, user_frame
@@ -150,7 +150,7 @@ def _nondiff_prim(fun):
     if prim is None:
         kernel = NONDIFF.get(fun)
         prim = _NONDIFF_PRIMS[fun] = Primitive(
-            fun, (), name=_name(fun) if callable(fun) else str(fun),
+            fun, (), name=display_name(fun) if callable(fun) else str(fun),
             kernel=kernel if isinstance(kernel, str) else None)
         prim.ref = (_nondiff_prim, (fun,))          # pickles as this lookup
     return prim

@@ -179,7 +179,29 @@ def _trim_zeros(filt, trim='fb', axis=None):
     return filt[start:stop]
 
 
+def _roots(p):
+    """NumPy's algorithm: the eigenvalues of the companion matrix of the coefficients
+    between the leading and trailing zeros (their count read from the values, a guard
+    on a recorded tape), then a zero root per trailing zero."""
+    p = np.atleast_1d(p)
+    if np.ndim(p) != 1:
+        raise ValueError('Input must be a rank-1 array.')
+    nz = np.flatnonzero(p)
+    if np.shape(nz)[0] == 0:
+        return np.array([])
+    trailing = np.shape(p)[0] - int(nz[-1]) - 1
+    p = p[int(nz[0]):int(nz[-1]) + 1]
+    n = np.shape(p)[0]
+    if n < 2:
+        roots = np.zeros(0, np.result_type(p, 0.0))
+    else:
+        below = np.eye(n - 2, n - 1)             # the companion's ones under the diagonal
+        roots = np.linalg.eigvals(np.concatenate([(-p[1:] / p[0])[None], below]))
+    return np.concatenate([roots, np.zeros(trailing, roots.dtype)])
+
+
 defcomposite(np.polyval, _polyval)
+defcomposite(np.roots, _roots)
 defcomposite(np.vander, _vander)
 defcomposite(np.polyfit, _polyfit)
 defcomposite(np.polyadd, _polyadd)

@@ -20,15 +20,10 @@ from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..registry import ACCUMULATE, NONDIFF, REDUCE, RULES, UFUNC_METHODS, defcomposite, \
     nondifferentiable
-from ..values import Tracked, call_nondiff
+from ..values import Tracked, call_nondiff, no_method_rule
 from .indexing import scatter_add
 
 _NoValue = np._NoValue
-
-
-def _no_rule(ufunc, method):
-    return TypeError(f'tracked has no derivative rule for np.{ufunc.__name__}.{method}. '
-                     f'Define one with @tr.rule, or call it on tr.data(x).')
 
 
 def _plain_method(ufunc, method, inputs, kwargs):
@@ -38,7 +33,7 @@ def _plain_method(ufunc, method, inputs, kwargs):
 
 def _binary(ufunc, method):
     if ufunc.nin != 2 or ufunc.nout != 1 or ufunc not in RULES:
-        raise _no_rule(ufunc, method)
+        raise no_method_rule(ufunc, method)
 
 
 def _refuse(ufunc, method, dtype=None, where=True):
@@ -178,7 +173,7 @@ def _at(ufunc, a, indices, b=None):
                         f'array instead, e.g. a + np.bincount(indices, weights=b, '
                         f'minlength=len(a)) for np.add.at of a 1-d a')
     if ufunc in NONDIFF or ufunc not in RULES:
-        raise _no_rule(ufunc, 'at')
+        raise no_method_rule(ufunc, 'at')
     if ufunc in (np.add, np.subtract):    # repeated indices accumulate, as in NumPy
         vals = b if ufunc is np.add else -b
         new = a + scatter_add(np.broadcast_to(vals, np.shape(a[indices])), indices, np.shape(a))

@@ -1,0 +1,261 @@
+"""SciPy's linear algebra: rules keyed on the ``scipy.linalg`` functions.
+
+SciPy converts its arguments with ``np.asarray`` first, so these are reached through
+``tracked.scipy.linalg`` (which imports this module), not by NumPy's protocols; the
+registry entries key them on SciPy's functions all the same (one entry per
+primitive, named ``scipy.linalg.*``).  Not imported by ``import tracked``: importing
+``scipy.linalg`` there would cost every user of tracked its import time.
+
+- ``solve_triangular``: the triangle it reads gets the gradient (the other one, and
+  the diagonal under ``unit_diagonal=True``, get zeros: SciPy never reads them).
+- ``expm``, ``sqrtm``, ``logm``: primary matrix functions with real coefficients,
+  whose pullback is the Fréchet derivative at ``A^H`` along the cotangent and whose
+  tangent is the one at ``A``, both by the block-matrix identity
+  ``f([[A, E], [0, A]]) = [[f(A), L_f(A, E)], [0, f(A)]]`` (Higham, *Functions of
+  Matrices*, 3.2).  Written with the function itself, so derivatives nest to any
+  order; ``scipy.linalg.expm_frechet`` was rejected because its result is not
+  differentiable again.
+- ``lu_factor``: the packed ``L`` (strictly lower) and ``U`` of ``A[perm] = L U``.
+  The row permutation is recomputed from ``A`` by a non-differentiable function, so
+  a recorded tape follows a new pivoting order instead of freezing the recorded one.
+- ``cho_factor``/``cho_solve``/``lu_solve``: composites of the above and
+  ``np.linalg.cholesky``.
+"""
+import numpy as np
+import scipy.linalg as sla
+
+from ..registry import Primitive, defcomposite, defvjp, nondifferentiable
+from ..values import apply, call
+
+
+# Own helpers rather than linalg.py's private ones (that module is being reorganised).
+def _shape(x):
+    return np.shape(x)
+
+
+def _dtype(x):
+    d = getattr(x, 'dtype', None)
+    return np.result_type(x) if d is None else d
+
+
+def _is_complex(x):
+    return _dtype(x).kind == 'c'
+
+
+def _mH(x):
+    """The conjugate transpose of each matrix (the transpose for real ones)."""
+    xt = np.swapaxes(x, -1, -2)
+    return np.conj(xt) if _is_complex(x) else xt
+
+
+_TRANS = {0: 0, 1: 1, 2: 2, 'N': 0, 'T': 1, 'C': 2, 'n': 0, 't': 1, 'c': 2}
+
+
+def _trans(trans):
+    try:
+        return _TRANS[trans]
+    except (KeyError, TypeError):
+        raise ValueError(f"trans={trans!r}: expected 0, 1, 2 or 'N', 'T', 'C'") from None
+
+
+# --------------------------------------------------------------------------
+# solve_triangular
+# --------------------------------------------------------------------------
+
+def _solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, **kwargs):
+    """``op(a)^{-1} b`` (op: 0 none, 1 transpose, 2 conjugate transpose) as a primitive."""
+    return call(sla.solve_triangular, a, b, trans=trans, lower=lower,
+                unit_diagonal=unit_diagonal)
+
+
+def _triangle(x, lower, unit_diagonal):
+    """The part of ``x`` that ``solve_triangular`` reads."""
+    k = -1 if unit_diagonal else 0
+    return np.tril(x, k) if lower else np.triu(x, -k)
+
+
+def _op(m, trans):
+    return m if trans == 0 else np.swapaxes(m, -1, -2) if trans == 1 else _mH(m)
+
+
+def _outer_h(u, v, matrix):
+    """``u v^H``: an outer product for vectors, a matrix product for matrices."""
+    if matrix:
+        return np.matmul(u, _mH(v))
+    return np.expand_dims(u, -1) * np.expand_dims(np.conj(v) if _is_complex(v) else v, -2)
+
+
+def _st_vjp_b(g, ans, a, b, trans=0, lower=False, unit_diagonal=False, **kwargs):
+    # op(A)^{-H} g: A^{-H} for trans 0, conj(A)^{-1} for 1, A^{-1} for 2
+    trans = _trans(trans)
+    if trans == 0:
+        return _solve_triangular(a, g, 2, lower, unit_diagonal)
+    if trans == 1 and (_is_complex(a) or _is_complex(g)):
+        return np.conj(_solve_triangular(a, np.conj(g), 0, lower, unit_diagonal))
+    return _solve_triangular(a, g, 0, lower, unit_diagonal)
+
+
+def _st_vjp_a(g, ans, a, b, trans=0, lower=False, unit_diagonal=False, **kwargs):
+    t = _trans(trans)
+    gm = -_outer_h(_st_vjp_b(g, ans, a, b, t, lower, unit_diagonal), ans, np.ndim(b) > 1)
+    return _triangle(gm if t == 0 else np.swapaxes(gm, -1, -2) if t == 1 else _mH(gm),
+                     lower, unit_diagonal)
+
+
+def _st_jvp(tangents, ans, a, b, trans=0, lower=False, unit_diagonal=False, **kwargs):
+    ta, tb = tangents
+    t = _trans(trans)
+    rhs = tb
+    if ta is not None:
+        dm = _op(_triangle(ta, lower, unit_diagonal), t)
+        prod = np.matmul(dm, ans)
+        rhs = -prod if rhs is None else rhs - prod
+    return _solve_triangular(a, rhs, t, lower, unit_diagonal)
+
+
+defvjp(sla.solve_triangular, _st_vjp_a, _st_vjp_b, name='scipy.linalg.solve_triangular',
+       jvp=_st_jvp)
+
+
+# --------------------------------------------------------------------------
+# expm, sqrtm, logm: the block-matrix Fréchet derivative
+# --------------------------------------------------------------------------
+
+def _block(x, e):
+    """``[[x, e], [0, x]]`` (for stacks of matrices too)."""
+    zeros = np.zeros(_shape(x), np.result_type(_dtype(x), _dtype(e)))
+    return np.concatenate([np.concatenate([x, e], axis=-1),
+                           np.concatenate([zeros, x], axis=-1)], axis=-2)
+
+
+def _matrix_function(fun, name):
+    """The primitive of a primary matrix function ``fun`` with real coefficients."""
+    def frechet(a, e):               # L_f(a, e), written with the primitive itself
+        n = _shape(a)[-1]
+        return apply(prim, (_block(a, e),), {})[..., :n, n:]
+
+    def vjp(g, ans, a):
+        return frechet(_mH(a), g)
+
+    def jvp(tangents, ans, a):
+        return frechet(a, tangents[0])
+    prim = defvjp(fun, vjp, name=f'scipy.linalg.{name}', jvp=jvp)
+    return prim
+
+
+_matrix_function(sla.expm, 'expm')
+_matrix_function(sla.sqrtm, 'sqrtm')
+_matrix_function(sla.logm, 'logm')
+
+
+# --------------------------------------------------------------------------
+# LU factorisation
+# --------------------------------------------------------------------------
+
+def _lu_perm(a):
+    """The row permutation of ``lu_factor(a)``: ``a[perm] = L U`` (non-differentiable)."""
+    return _perm_of_piv(sla.lu_factor(a)[1])
+
+
+def _perm_of_piv(piv):
+    """LAPACK's row interchanges (row i swapped with row piv[i], in turn) as a permutation."""
+    perm = np.arange(np.shape(piv)[-1])
+    for i, p in enumerate(piv):
+        perm[i], perm[p] = perm[p], perm[i]
+    return perm
+
+
+def _lu_pivots(a):
+    return sla.lu_factor(a)[1]
+
+
+nondifferentiable(_lu_perm, _perm_of_piv, _lu_pivots)
+
+
+def _permute_fwd(x, perm):
+    return np.take(x, perm, axis=0)
+
+
+# x[perm] for a permutation: its adjoint is the inverse permutation (no scatter), and
+# ``perm`` may be a recorded value (np.take does not dispatch on its indices).
+_PERMUTE = Primitive(_permute_fwd, (lambda g, ans, x, perm: _permute(g, np.argsort(perm)), None),
+                     name='permute rows', linear='joint')
+
+
+def _permute(x, perm):
+    """The rows of ``x`` in the order ``perm`` (a permutation)."""
+    return apply(_PERMUTE, (x, perm), {})
+
+
+def _lu_packed(a):
+    return sla.lu_factor(a)[0]
+
+
+def _lu_parts(lu):
+    n = _shape(lu)[-1]
+    return np.tril(lu, -1) + np.eye(n, dtype=_dtype(lu)), np.triu(lu)
+
+
+def _lu_vjp(g, ans, a):
+    # A[perm] = L U; with F = L^{-1} dA[perm] U^{-1}: dL = L stril(F), dU = triu(F) U, so
+    # the cotangent of F is stril(L^H gL) + triu(gU U^H), and dA[perm]'s is
+    # L^{-H} Fbar U^{-H}.
+    lo, up = _lu_parts(ans)
+    fbar = np.tril(np.matmul(_mH(lo), np.tril(g, -1)), -1) + np.triu(np.matmul(np.triu(g), _mH(up)))
+    left = _solve_triangular(ans, fbar, 2, True, True)                     # L^{-H} Fbar
+    gperm = _mH(_solve_triangular(ans, _mH(left), 0, False, False))        # ... U^{-H}
+    return _permute(gperm, np.argsort(call(_lu_perm, a)))
+
+
+def _lu_jvp(tangents, ans, a):
+    lo, up = _lu_parts(ans)
+    perm = call(_lu_perm, a)
+    f = _solve_triangular(ans, _permute(tangents[0], perm), 0, True, True)
+    f = _mH(_solve_triangular(ans, _mH(f), 2, False, False))               # L^{-1} dA_p U^{-1}
+    return np.matmul(lo, np.tril(f, -1)) + np.matmul(np.triu(f), up)
+
+
+_lu_prim = Primitive(_lu_packed, (_lu_vjp,), name='scipy.linalg.lu_factor', jvp=_lu_jvp)
+
+
+def _lu_factor(a, overwrite_a=False, check_finite=True):
+    if np.ndim(a) != 2 or _shape(a)[0] != _shape(a)[1]:
+        raise ValueError(f'tracked.scipy.linalg.lu_factor: expected a square matrix, got '
+                         f'shape {_shape(a)}')
+    return apply(_lu_prim, (a,), {}), call(_lu_pivots, a)
+
+
+def _lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
+    lu, piv = lu_and_piv
+    perm = call(_perm_of_piv, piv)
+    t = _trans(trans)
+    if t == 0:                               # L U x = b[perm]
+        y = _solve_triangular(lu, _permute(b, perm), 0, True, True)
+        return _solve_triangular(lu, y, 0, False, False)
+    # A^T x = b (A^H for 2): U^T L^T (x[perm]) = b
+    y = _solve_triangular(lu, b, t, False, False)
+    return _permute(_solve_triangular(lu, y, t, True, True), np.argsort(perm))
+
+
+defcomposite(sla.lu_factor, _lu_factor)
+defcomposite(sla.lu_solve, _lu_solve)
+
+
+# --------------------------------------------------------------------------
+# Cholesky factorisation
+# --------------------------------------------------------------------------
+
+def _cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    # SciPy leaves arbitrary values in the other triangle; here they are zeros
+    return np.linalg.cholesky(a, upper=not lower), lower
+
+
+def _cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    c, lower = c_and_lower
+    if lower:                                 # A = L L^H
+        return _solve_triangular(c, _solve_triangular(c, b, 0, True), 2, True)
+    return _solve_triangular(c, _solve_triangular(c, b, 2, False), 0, False)   # A = U^H U
+
+
+defcomposite(sla.cho_factor, _cho_factor)
+defcomposite(sla.cho_solve, _cho_solve)

@@ -1,0 +1,204 @@
+"""``tracked.scipy.linalg``: ``scipy.linalg`` for tracked values.
+
+``expm``, ``sqrtm``, ``logm``, ``solve_triangular``, ``cho_factor``/``cho_solve`` and
+``lu_factor``/``lu_solve`` with SciPy's signatures, differentiable in every array
+argument to any order (rules in ``tracked/rules/scipy_linalg.py``); and SciPy's
+spellings of what NumPy has (``solve``, ``inv``, ``det``, ``cholesky`` -- upper by
+default, as SciPy's --, ``eigh``, ``svd``, ``qr``, ``lstsq``, ``norm``, ``pinv``),
+which call ``np.linalg``'s differentiated functions.  ``overwrite_*`` and
+``check_finite`` are accepted and ignored.  Every other name is ``scipy.linalg``'s
+own (plain values).
+"""
+import numpy as np
+import scipy.linalg as _sla
+
+from ..rules import scipy_linalg as _rules
+from ..values import call
+
+__all__ = ['expm', 'sqrtm', 'logm', 'solve_triangular', 'cho_factor', 'cho_solve',
+           'lu_factor', 'lu_solve', 'solve', 'inv', 'det', 'cholesky', 'eigh', 'svd', 'qr',
+           'lstsq', 'norm', 'pinv']
+
+
+def __getattr__(name):
+    """Every other name is ``scipy.linalg``'s (plain values)."""
+    return getattr(_sla, name)
+
+
+def expm(A):
+    """``expm(A)``: the matrix exponential (of each matrix of a stack), differentiable
+    through its Fréchet derivative.
+
+    >>> import numpy as np, tracked as tr
+    >>> from tracked.scipy.linalg import expm
+    >>> round(float(tr.gradient(lambda t: np.trace(expm(t * np.eye(2))), 0.5)[0]), 6)
+    3.297443
+    """
+    return call(_sla.expm, A)
+
+
+def sqrtm(A):
+    """``sqrtm(A)``: the principal matrix square root, differentiable.
+
+    >>> import numpy as np
+    >>> from tracked.scipy.linalg import sqrtm
+    >>> sqrtm(np.array([[4.0, 0.0], [0.0, 9.0]]))
+    array([[2., 0.],
+           [0., 3.]])
+    """
+    return call(_sla.sqrtm, A)
+
+
+def logm(A):
+    """``logm(A)``: the principal matrix logarithm, differentiable.
+
+    >>> import numpy as np
+    >>> from tracked.scipy.linalg import logm
+    >>> np.round(logm(np.diag([1.0, np.e])), 12)
+    array([[0., 0.],
+           [0., 1.]])
+    """
+    return call(_sla.logm, A)
+
+
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+                     check_finite=True):
+    """``solve_triangular(a, b, trans=0, lower=False) -> x`` with ``op(a) x = b`` reading
+    one triangle of ``a``; differentiable in ``a`` (that triangle) and ``b``.
+
+    >>> import numpy as np, tracked as tr
+    >>> from tracked.scipy.linalg import solve_triangular
+    >>> L = np.array([[2.0, 0.0], [1.0, 1.0]])
+    >>> tr.gradient(lambda b: np.sum(solve_triangular(L, b, lower=True)), np.ones(2))
+    (array([0., 1.]),)
+    """
+    return _rules._solve_triangular(a, b, trans, lower, unit_diagonal)
+
+
+def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    """``cho_factor(a, lower=False) -> (c, lower)`` for ``cho_solve``; ``c``'s other
+    triangle holds zeros (SciPy leaves arbitrary values there).
+
+    >>> import numpy as np
+    >>> from tracked.scipy.linalg import cho_factor, cho_solve
+    >>> A = np.array([[4.0, 2.0], [2.0, 3.0]])
+    >>> cho_solve(cho_factor(A), np.array([6.0, 5.0]))
+    array([1., 1.])
+    """
+    return _rules._cho_factor(a, lower)
+
+
+def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    """``cho_solve((c, lower), b) -> x`` with ``A x = b`` for ``A`` factored by ``cho_factor``."""
+    return _rules._cho_solve(c_and_lower, b)
+
+
+def lu_factor(a, overwrite_a=False, check_finite=True):
+    """``lu_factor(a) -> (lu, piv)``: the packed LU factors with partial pivoting of a
+    square matrix (``piv`` is plain: integers carry no gradient).
+
+    >>> import numpy as np
+    >>> from tracked.scipy.linalg import lu_factor, lu_solve
+    >>> A = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> lu_solve(lu_factor(A), np.array([5.0, 11.0]))
+    array([1., 2.])
+    """
+    return _rules._lu_factor(a)
+
+
+def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
+    """``lu_solve((lu, piv), b, trans=0) -> x`` with ``op(A) x = b`` for ``A`` factored by
+    ``lu_factor``."""
+    return _rules._lu_solve(lu_and_piv, b, trans)
+
+
+# --------------------------------------------------------------------------
+# SciPy's spellings of NumPy's linear algebra
+# --------------------------------------------------------------------------
+
+def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
+          assume_a=None, transposed=False):
+    """``solve(a, b) -> x`` with ``a x = b`` (``a^T x = b`` if ``transposed``); ``assume_a``
+    may say what SciPy should exploit, the solution is the same.
+
+    >>> import numpy as np
+    >>> from tracked.scipy.linalg import solve
+    >>> solve(np.array([[2.0, 0.0], [0.0, 4.0]]), np.array([2.0, 2.0]), assume_a='pos')
+    array([1. , 0.5])
+    """
+    if np.ndim(b) == np.ndim(a) - 1:          # a vector right-hand side (of each matrix)
+        return solve(a, np.expand_dims(b, -1), transposed=transposed)[..., 0]
+    return np.linalg.solve(np.swapaxes(a, -1, -2) if transposed else a, b)
+
+
+def inv(a, overwrite_a=False, check_finite=True):
+    """``inv(a)``: the matrix inverse (``np.linalg.inv``)."""
+    return np.linalg.inv(a)
+
+
+def det(a, overwrite_a=False, check_finite=True):
+    """``det(a)``: the determinant (``np.linalg.det``)."""
+    return np.linalg.det(a)
+
+
+def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+    """``cholesky(a, lower=False)``: SciPy's default is the *upper* factor ``U`` with
+    ``a = U^H U``.
+
+    >>> import numpy as np
+    >>> from tracked.scipy.linalg import cholesky
+    >>> cholesky(np.array([[4.0, 2.0], [2.0, 2.0]]))
+    array([[2., 1.],
+           [0., 1.]])
+    """
+    return np.linalg.cholesky(a, upper=not lower)
+
+
+def eigh(a, b=None, *, lower=True, eigvals_only=False, **kwargs):
+    """``eigh(a, lower=True, eigvals_only=False) -> (w, v)``: the standard Hermitian
+    eigenproblem (the generalised one, ``b=``, is not supported on tracked values)."""
+    if b is not None:
+        raise NotImplementedError('tracked.scipy.linalg.eigh: the generalised problem (b=) '
+                                  'is not supported; reduce it with a Cholesky factor of b')
+    uplo = 'L' if lower else 'U'
+    if eigvals_only:
+        return np.linalg.eigvalsh(a, UPLO=uplo)
+    return tuple(np.linalg.eigh(a, UPLO=uplo))
+
+
+def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
+        lapack_driver='gesdd'):
+    """``svd(a, full_matrices=True, compute_uv=True) -> (U, s, Vh)`` or ``s``."""
+    out = np.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
+    return tuple(out) if compute_uv else out
+
+
+def qr(a, overwrite_a=False, lwork=None, mode='full', pivoting=False, check_finite=True):
+    """``qr(a, mode='full') -> (Q, R)``; ``mode='economic'`` the reduced factors,
+    ``mode='r'`` the tuple ``(R,)`` (as SciPy's).  ``pivoting`` is not supported."""
+    if pivoting or mode not in ('full', 'economic', 'r'):
+        raise NotImplementedError("tracked.scipy.linalg.qr: mode='full', 'economic' or 'r' "
+                                  "without pivoting")
+    if mode == 'r':
+        return (np.linalg.qr(a, mode='r'),)
+    return tuple(np.linalg.qr(a, mode='complete' if mode == 'full' else 'reduced'))
+
+
+def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True,
+          lapack_driver=None):
+    """``lstsq(a, b, cond=None) -> (x, residues, rank, s)`` (``np.linalg.lstsq``)."""
+    return tuple(np.linalg.lstsq(a, b, rcond=cond))
+
+
+def norm(a, ord=None, axis=None, keepdims=False, check_finite=True):
+    """``norm(a, ord=None, axis=None)``: a vector or matrix norm (``np.linalg.norm``)."""
+    return np.linalg.norm(a, ord=ord, axis=axis, keepdims=keepdims)
+
+
+def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
+    """``pinv(a, rtol=None)``: the pseudo-inverse (``np.linalg.pinv``; ``atol`` and
+    ``return_rank`` are not supported on tracked values)."""
+    if atol is not None or return_rank:
+        raise NotImplementedError('tracked.scipy.linalg.pinv: atol= and return_rank= are '
+                                  'not supported; pass rtol=')
+    return np.linalg.pinv(a) if rtol is None else np.linalg.pinv(a, rtol=rtol)
