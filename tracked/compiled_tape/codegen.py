@@ -32,27 +32,41 @@ import hashlib
 
 import numpy as np
 
-from .buffers import dtype_code
+from .buffers import DTYPE_NAMES, dtype_code
 
 __all__ = ['Kernel', 'Step', 'Constants', 'reduce_kernel', 'matmul_kernel', 'fill_kernel',
-           'guard_kernel', 'MAX_NDIM', 'BLAS_MIN_FLOPS']
+           'guard_kernel', 'MAX_NDIM', 'BLAS_MIN_FLOPS', 'BLAS_MIN_MV']
 
 MAX_NDIM = 4             # loop nests are generated per number of dimensions
-BLAS_MIN_FLOPS = 32 ** 3
+BLAS_MIN_FLOPS = 32 ** 3  # m * k * n from which a matrix product calls BLAS
+BLAS_MIN_MV = 1024        # m * k from which a matrix-vector product calls BLAS
 
 
 class Kernel:
     """A generated numba function: ``source`` defines ``name`` (from the hash of the
     source, so equal kernels are shared and cached once), ``arrays`` are its array
     parameters' dtype codes; ``returns``: it returns whether a guard holds;
-    ``reassoc``: float accumulations may be reordered (compiled with fastmath)."""
+    ``reassoc``: float accumulations may be reordered (compiled with fastmath).
+
+    Every kernel has one C signature, ``int64 k(void **P, int64 *T, int64 p, double *C)``
+    (cache.KERNEL_SIG), so that one VM, compiled once per machine, calls any kernel
+    through its address (vm.py).  ``P`` holds the addresses of the arrays; the kernel
+    reads the index in ``P`` of its array ``k`` at ``T[p + k]`` and its integer
+    parameters after them.  It returns 0 when a guard fails, else 1.
+    """
 
     __slots__ = ('name', 'source', 'arrays', 'returns', 'reassoc')
 
     def __init__(self, body_lines, arrays, returns=False, reassoc=False, helpers=''):
-        params = ', '.join([f'a{k}' for k in range(len(arrays))] + ['T', 'p', 'C'])
-        text = '\n'.join(['def KNAME(' + params + '):'] + ['    ' + ln for ln in body_lines])
-        text += helpers           # functions the kernel calls, defined after it
+        head = ['T = carray(T_, (BIG,))', 'C = carray(C_, (BIG,))']
+        head += [f'a{k} = carray(P[T[p + {k}]], (BIG,), {DTYPE_NAMES[c]})'
+                 for k, c in enumerate(arrays)]
+        if arrays:
+            head.append(f'p = p + {len(arrays)}')
+        body = list(body_lines) if returns else list(body_lines) + ['return 1']
+        text = '\n'.join(['def KNAME(P, T_, p, C_):'] + ['    ' + ln for ln in head + body])
+        # functions the kernel calls, defined before it: a cfunc compiles when defined
+        text = helpers.strip('\n') + '\n\n\n' + text if helpers else text
         self.reassoc = reassoc     # accumulations may be reordered (vectorised sums)
         digest = hashlib.sha1((text + repr(arrays) + repr(reassoc)).encode()).hexdigest()[:16]
         self.name = f'k_{digest}'
@@ -143,15 +157,26 @@ def reduce_kernel(op, ndim, dtype_in, dtype_out):
     return Kernel(L, arrays, reassoc=op in ('sum', 'mean'))
 
 
-def matmul_kernel(variant):
-    """``A @ B`` into a contiguous ``m x n`` output.  ``T``: m, k, n, then offset and
-    two strides of A, of B, and the output's offset.  ``variant`` (see
-    patterns.try_matmul): 'mvc', 'mv' (n == 1), 'dotc', 'loopc', 'loop', or 'blas'
-    with transposition flags ('blasNN', 'blasTN', ...) for ``np.dot``."""
-    arrays = ['F', 'F', 'F']
+def matmul_kernel(variant, blas='', code='F'):
+    """``A @ B`` into a contiguous ``m x n`` output, of dtype ``code`` ('F' or 'f').  ``T``:
+    m, k, n, then offset and two strides of A, of B, the output's offset, and whether
+    to call BLAS.  ``variant`` (see patterns.try_matmul) is the loop form: 'mvc', 'mv'
+    (n == 1), 'dotc', 'loopc' or 'loop'.  ``blas`` ('NN', 'TN', 'NV', 'VT', ...: each
+    operand a C matrix, the transpose of one, or a contiguous vector) adds a call of
+    ``np.dot`` taken when ``T`` says so: the choice between loops and BLAS is made from
+    the sizes at run time, so one kernel serves every size."""
+    arrays = [code, code, code]
     L = ['m = T[p]', 'k = T[p + 1]', 'n = T[p + 2]',
          'fa = T[p + 3]', 'sa0 = T[p + 4]', 'sa1 = T[p + 5]',
          'fb = T[p + 6]', 'sb0 = T[p + 7]', 'sb1 = T[p + 8]', 'fo = T[p + 9]']
+    if blas:
+        ta, tb = blas
+        A = {'N': 'a0[fa:fa + m * k].reshape((m, k))', 'T': 'a0[fa:fa + m * k].reshape((k, m)).T',
+             'V': 'a0[fa:fa + k]'}[ta]
+        B = {'N': 'a1[fb:fb + k * n].reshape((k, n))', 'T': 'a1[fb:fb + k * n].reshape((n, k)).T',
+             'V': 'a1[fb:fb + k]'}[tb]
+        out = 'a2[fo:fo + m * n]' if 'V' in blas else 'a2[fo:fo + m * n].reshape((m, n))'
+        L += ['if T[p + 10]:', f'    np.dot({A}, {B}, {out})', '    return 1']
     if variant == 'mvc':           # rows of A and b contiguous: slices, vectorisable
         L += ['vb = a1[fb:fb + k]',
               'for i in range(m):',
@@ -185,7 +210,7 @@ def matmul_kernel(variant):
               '    for l in range(k):',
               '        acc += a0[U(fa + i * sa0 + l * sa1)] * a1[U(fb + l * sb0)]',
               '    a2[U(fo + i)] = acc']
-    elif variant == 'loop':
+    else:
         L += ['for i in range(m):',
               '    for j in range(n):',
               '        a2[U(fo + i * n + j)] = 0.0',
@@ -193,13 +218,6 @@ def matmul_kernel(variant):
               '        av = a0[U(fa + i * sa0 + l * sa1)]',
               '        for j in range(n):',
               '            a2[U(fo + i * n + j)] += av * a1[U(fb + l * sb0 + j * sb1)]']
-    else:
-        ta, tb = variant[4], variant[5]
-        L.append('A = a0[fa:fa + m * k].reshape((k, m)).T' if ta == 'T'
-                 else 'A = a0[fa:fa + m * k].reshape((m, k))')
-        L.append('B = a1[fb:fb + k * n].reshape((n, k)).T' if tb == 'T'
-                 else 'B = a1[fb:fb + k * n].reshape((k, n))')
-        L.append('np.dot(A, B, a2[fo:fo + m * n].reshape((m, n)))')
     return Kernel(L, arrays, reassoc=True)
 
 
@@ -216,9 +234,10 @@ def guard_kernel(kind, code):
     if kind == 'mask-count':
         L = ['n = T[p]', 'fo = T[p + 1]', 'c = 0',
              'for j in range(n):', '    if a0[U(fo + j)]:', '        c += 1',
-             'return c == T[p + 2]']
+             'return 1 if c == T[p + 2] else 0']
     elif kind == 'bool':
-        L = ['v = a0[U(T[p + 1])]', 'return (v != 0) == (C[T[p + 2]] != 0)']
+        L = ['v = a0[U(T[p + 1])]', 'return 1 if (v != 0) == (C[T[p + 2]] != 0) else 0']
     else:
-        L = ['v = a0[U(T[p + 1])]', 'r = C[T[p + 2]]', 'return v == r or (v != v and r != r)']
+        L = ['v = a0[U(T[p + 1])]', 'r = C[T[p + 2]]',
+             'return 1 if v == r or (v != v and r != r) else 0']
     return Kernel(L, [code], returns=True)

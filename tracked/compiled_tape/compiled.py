@@ -23,8 +23,9 @@ class CompiledProgram:
     """The program as numba kernels run by a generated VM (see the module docstring).
 
     ``fallbacks`` lists the instructions run in NumPy (``plan.Fallback``: the
-    instruction and why); ``kernels``, ``vm``, ``vm_source``, ``T`` and ``C`` are the
-    generated code and its tables.
+    instruction and why); ``kernels``, ``vm`` (the entry), ``T``, ``C`` and ``P`` are the
+    generated code and its tables.  Planning is cheap; ``load`` imports the kernels
+    (compiling what the disk cache lacks) before the first ``run``.
     """
 
     def __init__(self, program, leaf_specs, out_specs, placements):
@@ -39,16 +40,14 @@ class CompiledProgram:
             self.arenas.setdefault(dt, np.zeros(1, dtype=dt))
         for dt, off, vals in layout.arena_init:
             self.arenas[dt][off:off + vals.size] = vals
-        vm = VM(plan.steps, plan.constants, layout)
-        self.vm, self.vm_source, self.kernels, self.T, self.C = \
-            vm.fn, vm.source, vm.kernels, vm.T, vm.C
+        self._vm = vm = VM(plan.steps, plan.constants, layout)
+        self.vm, self.kernels, self.T, self.C, self.P = vm.fn, vm.kernels, vm.T, vm.C, vm.P
         self._py_steps = vm.py_steps
-        self._leaves, self._outs, self._scalars = vm.leaves, vm.outs, vm.scalars
-        self._nprefix = 2 + len(vm.codes)
+        self._leaves, self._outs = vm.leaves, vm.outs
+        self._scalars = [(self.arenas[dt], off, pos) for pos, dt, off in layout.scalar_inputs]
         # one argument list per compiled tape, refilled on each call
-        self._args = [self.T, self.C] + [self.arenas[dt] for dt, c in KERNEL_DTYPES.items()
-                                         if c in vm.codes]
-        self._args += [None] * (len(self._leaves) + len(self._outs) + len(self._scalars) + 1)
+        self._args = [self.T, self.P] + [None] * (len(self._leaves) + len(self._outs)) + [0]
+        self.loaded = False
         self._slot_owner = {}                # (dtype, slot >= 1) -> ('leaf', pos) | ('out', k)
         for dt, positions in layout.leaf_slots.items():
             for n, pos in enumerate(positions, start=1):
@@ -64,30 +63,37 @@ class CompiledProgram:
         self._all_scalar = all(oi in self._scalar_out for oi in range(len(program.outputs))
                                if oi not in placements)
 
+    def sources(self):
+        """``[(module name, source)]`` of the kernels this program needs."""
+        return self._vm.sources()
+
+    def load(self):
+        """Load the kernels (compiling those the disk cache lacks) and bind the tables."""
+        if not self.loaded:
+            self._vm.bind(self.arenas)
+            self.loaded = True
+        return self
+
     # -- calls ----------------------------------------------------------------------
     def run(self, leaves, outs):
         """Run on checked ``leaves``, writing placed outputs into ``outs``."""
         args = self._args
-        j = self._nprefix
+        j = 2
         for pos in self._leaves:
-            x = leaves[pos]
-            if not x.flags.c_contiguous:
-                x = np.ascontiguousarray(x)
-            args[j] = x
+            args[j] = leaves[pos]
             j += 1
         for k in self._outs:
             args[j] = outs[k]
             j += 1
-        for pos in self._scalars:
-            args[j] = leaves[pos]
-            j += 1
+        for arena, off, pos in self._scalars:
+            arena[off] = leaves[pos]
         args[j] = 0
         try:
             r = self.vm(*args)
             if r != -1 or self.layout.copies:
                 self._continue(r, args, leaves, outs)
         finally:
-            for i in range(self._nprefix, j):
+            for i in range(2, j):
                 args[i] = None     # do not keep the caller's arrays alive
 
     def _continue(self, r, args, leaves, outs):

@@ -117,7 +117,8 @@ class _Tape:
 
     def _compile(self):
         from .compiled import CompiledProgram
-        self.compiled = CompiledProgram(self.program, self.specs, self.out_specs, self.placements)
+        self.compiled = CompiledProgram(self.program, self.specs, self.out_specs,
+                                        self.placements).load()
         # run once on the recorded values: numba compiles (or loads from disk) now
         full = [None] * len(self.specs)
         for ins in self.program.instrs:

@@ -1,14 +1,22 @@
-"""The VM: a plan's steps as tables, and the generated numba function that runs them.
+"""The VM: a plan's steps as tables, run by one generated numba entry per call signature.
 
-``T`` (int64) is ``[number of steps, (kernel id, parameter start, guard) per step,
-then every step's array slots and integer parameters]``; ``C`` (float64) holds the
-constants.  The VM's parameters are ``T``, ``C``, one arena per kernel dtype, the
-array inputs, the output arrays, the scalar inputs and ``start``; it gathers the
-arrays of each dtype into a tuple indexed by slot, then loops over the steps from
-``start``, calling kernel ``kid`` with its arrays and ``T``'s position of its
-parameters.  It returns -1 when done, the step's index at a step that runs in
-Python (kernel id 0: a fallback, or a guard checked in Python), and ``-2 - guard``
-when a guard kernel fails; the runtime resumes it at ``start = step + 1``.
+Kernels are numba ``cfunc``s of one C signature (codegen.Kernel), so the VM calls
+each through its address and is not compiled per tape: one entry serves every tape
+whose arguments have the same types (the number of arrays, their dtypes and
+dimensions), and a new tape, layer width or batch size compiles only the kernels
+it does not share with tapes seen before.  (A VM with one branch per kernel, as
+before, took 3.3 s of the 9-11 s cold compile of the demo's MLP: numba typed each
+call site and LLVM optimised every kernel again inlined into it.)
+
+``T`` (int64) is ``[number of steps, address of C, (kernel address, parameter
+start, guard) per step, then every step's array indices in P and its integer
+parameters]``; ``C`` (float64) holds the constants; ``P`` the addresses of the
+arrays: one arena per kernel dtype (fixed), then the array inputs and the output
+arrays of the call, written by the entry.  The entry's parameters are ``T``,
+``P``, the arrays and ``start``; it returns -1 when done, the step's index at a
+step run in Python (address 0: a fallback, or a guard checked in Python), and
+``-2 - guard`` when a guard kernel fails; the runtime resumes it at
+``start = step + 1``.
 """
 import hashlib
 
@@ -17,91 +25,153 @@ import numpy as np
 from . import cache
 from .buffers import KERNEL_DTYPES
 
-__all__ = ['VM']
+__all__ = ['VM', 'entry', 'run_kernel']
 
 
 class VM:
-    """The tables and generated VM of one plan (see the module docstring).
+    """The tables of one plan, bound to its kernels' addresses (module docstring).
 
-    ``fn`` is the numba function; ``leaves``, ``outs`` and ``scalars`` are the leaf
-    positions, output arrays and scalar leaf positions it takes, in order, after
-    ``T``, ``C`` and the arenas of ``codes``; ``py_steps`` the steps run in Python.
+    ``kernels`` are the distinct kernels, ``leaves`` and ``outs`` the leaf positions
+    and output arrays the entry takes, in order, after ``T`` and ``P``; ``py_steps``
+    the steps run in Python.  ``bind(arenas)`` loads the kernels (compiling what the
+    disk cache lacks) and fills ``T`` and ``P``.
     """
 
     def __init__(self, steps, constants, layout):
-        kernels = {}                         # name -> (kernel id, Kernel)
-        rows, params = [], []
-        self.py_steps = {}                   # step index -> Step
-        for s, step in enumerate(steps):
-            if step.kernel is None:
-                rows.append((0, 0, step.guard))
-                self.py_steps[s] = step
-                continue
-            kid = kernels.setdefault(step.kernel.name, (len(kernels) + 1, step.kernel))[0]
-            rows.append((kid, len(params), step.guard))
-            params.extend(step.slots)
-            params.extend(int(v) for v in step.params)
-        self.kernels = [k for _, k in sorted(kernels.values(), key=lambda t: t[0])]
-        base = 1 + 3 * len(rows)
-        head = [len(rows)]
-        for kid, p, guard in rows:
-            head.extend((kid, p + base, guard))
-        self.T = np.array(head + params + [0], dtype=np.int64)
-        self.C = np.array(constants + [0.0], dtype=np.float64)
-        used = {c for k in self.kernels for c in k.arrays}
-        used |= {KERNEL_DTYPES[dt] for _, dt, _ in layout.scalar_inputs if dt in KERNEL_DTYPES}
-        self.codes = [c for c in KERNEL_DTYPES.values() if c in used]
-        self.source = self._source(layout)
-        self.name = 'vm_' + hashlib.sha1(self.source.encode()).hexdigest()[:16]
-        for k in self.kernels:               # written to the cache first: the VM imports them
-            cache.load(k.name, cache.kernel_module(k))
-        self.fn = cache.load(self.name, self.source).vm
-
-    def _source(self, layout):
-        """The VM's module source; sets ``leaves``, ``outs`` and ``scalars``."""
-        self.leaves, self.outs, self.scalars = [], [], []
-        # per dtype, the arrays by slot: arena, inputs (leaf order), outputs (slot order)
-        tuples = {c: ['a' + c.lower()] for c in self.codes}
-        params, prologue = [], []
-        for dt, code in KERNEL_DTYPES.items():
-            if code in self.codes:
-                for pos in layout.leaf_slots.get(dt, ()):
-                    params.append(f'x{pos}')
-                    self.leaves.append(pos)
-                    tuples[code].append(f'x{pos}.reshape(x{pos}.size)')
+        kernels = {}                         # name -> Kernel
+        for step in steps:
+            if step.kernel is not None:
+                kernels.setdefault(step.kernel.name, step.kernel)
+        self.kernels = list(kernels.values())
+        self.py_steps = {s: step for s, step in enumerate(steps) if step.kernel is None}
+        # P: the arenas, then the array inputs (leaf order within each dtype), then outputs
+        index = {(dt, 0): n for n, dt in enumerate(KERNEL_DTYPES)}
+        self.leaves, self.outs = [], []
+        for dt in KERNEL_DTYPES:
+            for slot, pos in enumerate(layout.leaf_slots.get(dt, ()), start=1):
+                index[dt, slot] = len(index)
+                self.leaves.append(pos)
         for k in sorted(layout.out_slots):
-            code = KERNEL_DTYPES.get(layout.out_slots[k][0])
-            if code in self.codes:
-                params.append(f'out{k}')
+            dt, slot = layout.out_slots[k]
+            if dt in KERNEL_DTYPES:
+                index[dt, slot] = len(index)
                 self.outs.append(k)
-                tuples[code].append(f'out{k}.reshape(out{k}.size)')
-        for pos, dt, off in layout.scalar_inputs:
-            code = KERNEL_DTYPES.get(dt)
-            if code is not None:
-                params.append(f'x{pos}')
-                self.scalars.append(pos)
-                prologue.append(f'    if start == 0:\n        a{code.lower()}[{off}] = x{pos}')
-        L = [cache.HEADER]
-        L.extend(f'from {k.name} import {k.name}' for k in self.kernels)
-        L.append('')
-        L.append(cache.JIT.rstrip('\n'))
-        arenas = ''.join(f'a{c.lower()}, ' for c in self.codes)
-        L.append(f'def vm(T, C, {arenas}' + ''.join(p + ', ' for p in params) + 'start):')
-        L.extend(f'    {code} = ({", ".join(items)},)' for code, items in tuples.items())
-        L.extend(prologue)
-        L.append('    for s in range(start, T[0]):')
-        L.append('        kid = T[1 + 3 * s]')
-        L.append('        p = T[2 + 3 * s]')
-        L.append('        if kid == 0:')
-        L.append('            return s')
-        for n, k in enumerate(self.kernels, start=1):
-            argl = ', '.join(f'{code}[T[p + {j}]]' for j, code in enumerate(k.arrays))
-            call = f'{k.name}({argl}, T, p + {len(k.arrays)}, C)'
-            L.append(f'        elif kid == {n}:')
-            if k.returns:
-                L.append(f'            if not {call}:')
-                L.append('                return -2 - T[3 + 3 * s]')
-            else:
-                L.append(f'            {call}')
-        L.append('    return -1')
-        return '\n'.join(L) + '\n'
+        self.n_fixed = len(KERNEL_DTYPES)
+        self.P = np.zeros(len(index), dtype=np.int64)
+        rows, params = [], []
+        codes = {c: dt for dt, c in KERNEL_DTYPES.items()}
+        for step in steps:
+            if step.kernel is None:
+                rows.append((None, 0, step.guard))
+                continue
+            rows.append((step.kernel.name, len(params), step.guard))
+            params.extend(index[codes[c], slot] for c, slot in zip(step.kernel.arrays, step.slots))
+            params.extend(int(v) for v in step.params)
+        base = 2 + 3 * len(rows)
+        self._rows = [(name, p + base, guard) for name, p, guard in rows]
+        self.T = np.array([len(rows), 0] + [0] * (3 * len(rows)) + params + [0], dtype=np.int64)
+        self.C = np.array(list(constants) + [0.0], dtype=np.float64)
+        self.fn = entry(len(self.leaves) + len(self.outs), self.n_fixed)
+
+    def sources(self):
+        """``[(module name, source)]`` of the kernels."""
+        return [(k.name, cache.kernel_module(k)) for k in self.kernels]
+
+    def bind(self, arenas):
+        """Import the kernels (numba loads them from the disk cache or compiles them) and
+        write their addresses into ``T`` and the arenas' into ``P``."""
+        addr = {}
+        for k in self.kernels:
+            addr[k.name] = getattr(cache.load(k.name, cache.kernel_module(k)), k.name).address
+        T = self.T
+        T[1] = self.C.ctypes.data
+        for s, (name, p, guard) in enumerate(self._rows):
+            T[2 + 3 * s] = addr[name] if name is not None else 0
+            T[3 + 3 * s] = p
+            T[4 + 3 * s] = guard
+        for n, dt in enumerate(KERNEL_DTYPES):
+            self.P[n] = arenas[dt].ctypes.data
+
+
+# --------------------------------------------------------------------------
+# The entry: one per number of arrays, compiled once per machine per argument types
+# --------------------------------------------------------------------------
+
+_CALL = '''
+from llvmlite import ir
+from numba.extending import intrinsic
+
+
+@intrinsic
+def call_kernel(typingctx, fn, P, T, p, C):
+    """Call the kernel at address ``fn`` with the data of ``P`` and ``T``."""
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        ptr = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(i64, [ptr.as_pointer(), i64.as_pointer(), i64,
+                                     ir.DoubleType().as_pointer()])
+        Pa = context.make_array(signature.args[1])(context, builder, args[1])
+        Ta = context.make_array(signature.args[2])(context, builder, args[2])
+        f = builder.inttoptr(args[0], fnty.as_pointer())
+        return builder.call(f, [builder.bitcast(Pa.data, ptr.as_pointer()), Ta.data, args[3],
+                                builder.inttoptr(args[4], ir.DoubleType().as_pointer())])
+    return types.int64(types.int64, P, T, types.int64, types.int64), codegen
+
+'''
+
+
+def entry_source(n, n_fixed):
+    """The entry module for calls with ``n`` arrays after ``T`` and ``P``."""
+    xs = [f'x{j}' for j in range(n)]
+    L = [cache.HEADER, _CALL, cache.JIT.rstrip('\n'),
+         'def vm(T, P, ' + ''.join(x + ', ' for x in xs) + 'start):']
+    # an input that is not C-contiguous is copied (numba types it apart: no test here
+    # for contiguous ones); the copies stay alive until the return below
+    L += [f'    y{j} = np.ascontiguousarray(x{j})' for j in range(n)]
+    L += [f'    P[{n_fixed + j}] = y{j}.ctypes.data' for j in range(n)]
+    L += ['    r = -1',
+          '    for s in range(start, T[0]):',
+          '        q = 2 + 3 * s',
+          '        f = T[q]',
+          '        if f == 0:',
+          '            r = s',
+          '            break',
+          '        if call_kernel(f, P, T, T[q + 1], T[1]) == 0:',
+          '            r = -2 - T[q + 2]',
+          '            break']
+    alive = ''.join(f' + y{j}.size' for j in range(n))
+    L.append(f'    return r if 0{alive} >= 0 else -1')
+    return '\n'.join(L) + '\n'
+
+
+_entries = {}
+
+
+def entry(n, n_fixed):
+    """The entry for ``n`` arrays (compiled on its first call per argument types)."""
+    fn = _entries.get((n, n_fixed))
+    if fn is None:
+        source = entry_source(n, n_fixed)
+        name = 'vm_' + hashlib.sha1(source.encode()).hexdigest()[:16]
+        fn = _entries[n, n_fixed] = cache.load(name, source).vm
+    return fn
+
+
+def run_kernel(kernel, arrays, params, constants=()):
+    """Run ``kernel`` once on ``arrays`` (one per array parameter) with its integer
+    ``params`` and float ``constants``; returns what it returns (0: a guard failed).
+    For tests and debugging: a tape's calls go through the entry.
+
+    >>> from tracked.compiled_tape.codegen import fill_kernel
+    >>> a = np.zeros(4)
+    >>> run_kernel(fill_kernel('F'), [a], [0, 1, 2], [7.0]), a
+    (1, array([0., 7., 7., 0.]))
+    """
+    import ctypes
+    fn = getattr(cache.load(kernel.name, cache.kernel_module(kernel)), kernel.name)
+    P = np.array([a.ctypes.data for a in arrays], dtype=np.int64)
+    T = np.array(list(range(len(arrays))) + [int(v) for v in params] + [0], dtype=np.int64)
+    C = np.array(list(constants) + [0.0], dtype=np.float64)
+    return fn.ctypes(P.ctypes.data_as(ctypes.POINTER(ctypes.c_void_p)),
+                     T.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), 0,
+                     C.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
