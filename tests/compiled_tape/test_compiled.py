@@ -39,14 +39,14 @@ def mlp():
     m = make_model(np.random.default_rng(0))
     x, y = rng.standard_normal((64, 3)), rng.standard_normal((64, 1))
     tape = tr.GradientTape(mlp_loss, m, x, y, wrt=(0,))
-    return tape, tr.compile(tape), (m, x, y)
+    return tape, tr.compile(tape, background=False), (m, x, y)
 
 
 @pytest.fixture(scope='module')
 def branch():
     x = np.array([0.3, 0.9, -0.2, 0.7])
     tape = tr.GradientTape(branchy, x, 2.0, wrt=(0,))
-    return tape, tr.compile(tape)
+    return tape, tr.compile(tape, background=False)
 
 
 def test_compiled_gradient_matches_eager_on_new_inputs(mlp):
@@ -112,7 +112,7 @@ def test_compiled_guards_fallbacks_masks_and_indices(branch):
 
 
 def test_reversediff_branch_case_compiled():
-    tape = tr.compile(tr.GradientTape(lambda x: 0.0 * x if x < 0 else x, -1.3))
+    tape = tr.compile(tr.GradientTape(lambda x: 0.0 * x if x < 0 else x, -1.3), background=False)
     assert tape.gradient(-0.7) == (0.0,)
     with pytest.raises(tr.TapeGuardError):
         tape.gradient(1.34)
@@ -120,7 +120,7 @@ def test_reversediff_branch_case_compiled():
 
 def test_retrace_recompiles_on_another_path():
     tape = tr.compile(tr.GradientTape(lambda x: 0.0 * x if x < 0 else x, -1.3,
-                                      on_guard='retrace'))
+                                      on_guard='retrace'), background=False)
     assert tape.gradient(1.34) == (1.0,)
     assert tape.compiled is not None
 
@@ -129,19 +129,19 @@ def test_compiled_custom_rule_is_recomputed():
     @tr.rule
     def cube(x):
         return x ** 3, lambda dy: (dy * 3 * x ** 2,)
-    tape = tr.compile(tr.GradientTape(lambda x: np.sum(cube(x)), np.array([1.0, 2.0])))
+    tape = tr.compile(tr.GradientTape(lambda x: np.sum(cube(x)), np.array([1.0, 2.0])), background=False)
     _close(tape.gradient(np.array([3.0, -1.0]))[0], [27.0, 3.0])
 
 
 def test_compiled_hessian_and_jacobian_tapes():
     W = rng.standard_normal((3, 3))
     f = lambda x: np.sum(np.tanh(W @ x)) + 0.5 * np.sum(x ** 2)
-    h = tr.compile(tr.HessianTape(f, rng.standard_normal(3)))
+    h = tr.compile(tr.HessianTape(f, rng.standard_normal(3)), background=False)
     x2 = rng.standard_normal(3)
     _close(h.hessian(x2), tr.hessian(f, x2))
     H = np.empty((3, 3))
     assert h.hessian(x2, out=H) is H
-    j = tr.compile(tr.JacobianTape(lambda x: np.tanh(W @ x), x2))
+    j = tr.compile(tr.JacobianTape(lambda x: np.tanh(W @ x), x2), background=False)
     x3 = rng.standard_normal(3)
     _close(j.jacobian(x3)[0], tr.jacobian(lambda x: np.tanh(W @ x), x3)[0])
 
@@ -160,7 +160,7 @@ def test_auto_compiled_backend_caches_by_signature_and_follows_branches():
 _SUBPROCESS = r'''
 import numpy as np, tracked as tr
 from tracked.compiled_tape import cache
-tape = tr.compile(tr.GradientTape(lambda x: np.sum(np.exp(x) * 1.5 - x), np.ones(4)))
+tape = tr.compile(tr.GradientTape(lambda x: np.sum(np.exp(x) * 1.5 - x), np.ones(4)), background=False)
 assert np.allclose(tape.gradient(np.zeros(4))[0], 0.5)
 c = tape.compiled
 kernels = [getattr(__import__(k.name), k.name) for k in c.kernels]

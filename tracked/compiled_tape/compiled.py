@@ -42,6 +42,12 @@ class CompiledProgram:
             self.arenas[dt][off:off + vals.size] = vals
         self._vm = vm = VM(plan.steps, plan.constants, layout)
         self.vm, self.kernels, self.T, self.C, self.P = vm.fn, vm.kernels, vm.T, vm.C, vm.P
+        self.entry_name = vm.entry_name
+        # the entry's array arguments as (dtype, ndim): what its specialisation is for
+        self._entry_types = [(leaf_specs[pos][1].str, len(leaf_specs[pos][0]))
+                             for pos in vm.leaves]
+        self._entry_types += [(np.dtype(out_specs[k][1]).str, len(out_specs[k][0]))
+                              for k in vm.outs]
         self._py_steps = vm.py_steps
         self._leaves, self._outs = vm.leaves, vm.outs
         self._scalars = [(self.arenas[dt], off, pos) for pos, dt, off in layout.scalar_inputs]
@@ -66,6 +72,10 @@ class CompiledProgram:
     def sources(self):
         """``[(module name, source)]`` of the kernels this program needs."""
         return self._vm.sources()
+
+    def entry_types(self):
+        """The entry's array arguments as ``[(dtype string, ndim)]``."""
+        return list(self._entry_types)
 
     def load(self):
         """Load the kernels (compiling those the disk cache lacks) and bind the tables."""

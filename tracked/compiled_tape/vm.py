@@ -71,7 +71,7 @@ class VM:
         self._rows = [(name, p + base, guard) for name, p, guard in rows]
         self.T = np.array([len(rows), 0] + [0] * (3 * len(rows)) + params + [0], dtype=np.int64)
         self.C = np.array(list(constants) + [0.0], dtype=np.float64)
-        self.fn = entry(len(self.leaves) + len(self.outs), self.n_fixed)
+        self.entry_name, self.fn = entry(len(self.leaves) + len(self.outs), self.n_fixed)
 
     def sources(self):
         """``[(module name, source)]`` of the kernels."""
@@ -148,13 +148,14 @@ _entries = {}
 
 
 def entry(n, n_fixed):
-    """The entry for ``n`` arrays (compiled on its first call per argument types)."""
-    fn = _entries.get((n, n_fixed))
-    if fn is None:
+    """``(module name, function)``: the entry for ``n`` arrays (compiled on its first call
+    per argument types)."""
+    hit = _entries.get((n, n_fixed))
+    if hit is None:
         source = entry_source(n, n_fixed)
         name = 'vm_' + hashlib.sha1(source.encode()).hexdigest()[:16]
-        fn = _entries[n, n_fixed] = cache.load(name, source).vm
-    return fn
+        hit = _entries[n, n_fixed] = (name, cache.load(name, source).vm)
+    return hit
 
 
 def run_kernel(kernel, arrays, params, constants=()):
