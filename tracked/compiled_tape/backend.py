@@ -20,7 +20,9 @@ class AutoCompiled(ADType):
     """``AutoCompiled(compile=True, paths=4)``: record and compile a ``GradientTape`` per
     argument signature (structure, shapes, dtypes and static values), keep it, and
     replay it on later calls; a failed guard (another branch taken) records the new
-    path, keeping up to ``paths`` tapes per signature.
+    path, keeping up to ``paths`` tapes per signature.  The first call of a signature
+    is answered by the eager tape, the second records; the compiled kernels take over
+    when a background process has compiled them (``tr.compile``).
 
     Under an outer differentiation (tracked arguments, or ``f`` closing over a tracked
     value) it falls back to the eager tape.  Values ``f`` closes over are part of the
@@ -56,6 +58,9 @@ class AutoCompiled(ADType):
             entry = self.tapes.get(key)
         if entry is None or not _same(entry[0], closure):
             entry = self.tapes[key] = (closure, [])
+            # A signature's first call is answered by the eager tape: recording costs a
+            # few eager gradients, and a signature met once needs no tape.
+            return self._eager(f, args)
         tapes = entry[1]
         for n, tape in enumerate(tapes):
             try:
