@@ -161,6 +161,7 @@ class Tape:
         t = self._tiering
         if t is None:
             return None
+        t.go.set()
         t.planned.wait()                           # planning takes milliseconds
         return list(t.compiled.fallbacks) if t.compiled is not None else None
 
@@ -176,6 +177,9 @@ class Tape:
             c.run(leaves, outs)
             return c.getter(leaves, outs)
         vals = self.program.run(self._inputs(leaves))
+        t = self._tiering
+        if t is not None and not t.go.is_set():
+            t.go.set()                   # the first call is done: compile in the background
         for oi, (k, off) in self.placements.items():
             v = vals[oi]
             flat = outs[k].reshape(-1)

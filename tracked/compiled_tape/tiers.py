@@ -2,7 +2,8 @@
 
 ``tr.compile(tape)`` returns before anything is compiled.  Until the kernels are
 ready, calls replay the tape in NumPy (the same program, the same guards: at once,
-and faster than the eager tape); a background thread plans the program, writes the
+and faster than the eager tape); once the first call has returned, a background
+thread plans the program (milliseconds of Python), writes the
 kernels' sources to the disk cache and, if numba's cache lacks any of them, starts
 a *process* that compiles them there (numba's compiler is Python and holds the
 GIL: in a thread it would slow the caller's every call for seconds).  When that
@@ -25,7 +26,9 @@ import threading
 
 from . import cache
 
-__all__ = ['Tiering', 'CompileError', 'WORKER']
+__all__ = ['Tiering', 'CompileError', 'WORKER', 'START_DELAY']
+
+START_DELAY = 0.5        # seconds the planning waits for the first call at most
 
 
 class CompileError(RuntimeError):
@@ -61,6 +64,7 @@ class Tiering:
     def __init__(self, tape):
         self.tape = tape
         self.program = tape.program
+        self.go = threading.Event()      # set by the first call (or wait): start planning
         self.planned = threading.Event()
         self.done = threading.Event()
         self.compiled = None
@@ -70,6 +74,9 @@ class Tiering:
         self.thread.start()
 
     def _work(self):
+        # Planning is Python and would share the GIL with the caller's first call: it
+        # starts once that call has returned (or after START_DELAY seconds at most).
+        self.go.wait(START_DELAY)
         try:
             prog = self.compiled = self.tape._new_compiled()
             self.planned.set()
@@ -104,5 +111,6 @@ class Tiering:
 
     def wait(self, timeout=None):
         """Wait until the tape switched or the compilation failed; whether it switched."""
+        self.go.set()
         self.done.wait(timeout)
         return self.done.is_set() and self.error is None
