@@ -24,7 +24,7 @@ MALLOC_FIXED = fix_malloc()
 
 import importlib  # noqa: E402
 
-MODULES = ['eager', 'hessian', 'compiled']
+MODULES = ['eager', 'hessian', 'compiled', 'startup']
 
 
 def main(argv):
