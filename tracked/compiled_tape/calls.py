@@ -5,31 +5,35 @@ fills an argument list, runs the VM, asks a getter for each output and rebuilds 
 gradient tree: a few microseconds of Python per call, more than the kernels take on
 small problems.  Once a ``GradientTape`` runs compiled, ``install`` replaces its
 ``withgradient`` and ``gradient`` with functions generated for its signature and
-plan: they test each argument's type, shape and dtype inline (or with the
-structure's generated matcher), write scalar inputs into the arena, call the numba
-entry once with every array, and build the result from known places.  Anything
-else -- another signature, a failed guard, a step that runs in Python, an ``out=``
-not seen before -- goes to the general path, which explains or handles it.
+plan.  They take the leaves straight from the arguments (or with the structure's
+generated matcher), write scalar inputs into the arena and call the numba entry
+once with every array.  The entry is compiled for exactly the recorded dtypes and
+dimensions (numba refuses others with a TypeError) and checks the shapes (-3):
+no leaf is tested in Python.  Anything else -- another signature, a failed guard,
+a step that runs in Python, an ``out=`` not seen before -- goes to the general
+path, which explains or handles it.
 
 For W4b (three array arguments) the generated ``withgradient`` reads::
 
     def withgradient(*args, out=None):
-        if len(args) == 3:
-            a0, a1, a2 = args
-            if type(a0) is ndarray and a0.shape == S0 and a0.dtype is D0 and ...:
-                if out is None:
-                    g0 = empty(S0, D0)
-                else:
-                    ...                              # the arrays of out, checked once
-                r = vm(T, P, a0, a1, a2, g0, 0)
-                if r == -1:
-                    return ValGrad(A0[12], (g0, None, None) if out is None else out)
-        return general(*args, out=out)
+        if out is None:
+            g0 = empty(OS0, OD0)
+        else:
+            ...                                  # the arrays of out, checked once
+        try:
+            r = vm(T, P, *args, g0, 0)
+        except TypeError:                        # another dtype, ndim, layout, count
+            r = -3
+        if r == -1:
+            if out is not None:
+                return new(ValGrad, (AV[12], out))
+            return new(ValGrad, (AV[12], (g0, None, None)))
+        return general_wg(tape, *args, out=out)
 """
 import numpy as np
 
 from .signature import out_leaves
-from .trees import _ARRAY_DEF, unflatten_args
+from .trees import is_one_leaf, tree_literal, unflatten_args
 
 __all__ = ['install', 'call_source']
 
@@ -48,85 +52,80 @@ def install(tape):
 def call_source(tape):
     """``(source, globals)`` of the generated calls of ``tape``; ``(None, None)`` when
     its plan needs the general path on every call."""
-    from .tapes import ValGrad, _single
+    from .tapes import ValGrad
     c = tape.compiled
-    lay = c.layout
-    if c._py_steps or lay.copies or tape._rebuild is not _single or 0 not in c._scalar_out \
-            or tape.has_int_diff:
+    if c._py_steps or c.layout.copies or not tape.single_value or \
+            0 not in c._scalar_out or tape.has_int_diff:
         return None, None
     grad_outs = list(range(len(tape.grad_leaves)))
     if sorted(c._outs) != grad_outs:
         return None, None                    # an output array of a dtype without kernels
     scalars = {pos: (arena, off) for arena, off, pos in c._scalars}
-    arrays = set(c._leaves)
-    env = {'ndarray': np.ndarray, 'empty': np.empty, 'vm': c.vm, 'T': c.T, 'P': c.P,
-           'ValGrad': ValGrad, 'D': tape.__dict__, 'out_leaves': out_leaves, 'tape': tape,
-           'general_wg': type(tape).withgradient, 'unflatten_args': unflatten_args,
-           'DEFS': tape.arg_defs, 'WRT': tape.wrt, 'CHECK': tape._checker}
     arena, off = c._scalar_out[0]
-    env['AV'] = arena
-    # the leaves: inline per argument when every argument is one array or a float
-    simple = all(d == _ARRAY_DEF for d in tape.arg_defs) and \
-        all(p in arrays or p in scalars for p in range(len(tape.specs)))
-    n = tape.nargs
-    names = [f'a{a}' for a in range(n)]
+    env = {'empty': np.empty, 'vm': c.vm, 'T': c.T, 'P': c.P, 'ValGrad': ValGrad,
+           'new': tuple.__new__, 'D': tape.__dict__, 'out_leaves': out_leaves, 'tape': tape,
+           'general_wg': type(tape).withgradient, 'unflatten_args': unflatten_args,
+           'DEFS': tape.arg_defs, 'WRT': tape.wrt, 'MATCH': tape.treedef.matcher(),
+           'AV': arena}
+    nleaves = len(tape.specs)
+    # the leaves: the arguments themselves when each is one array passed to the entry
+    direct = all(is_one_leaf(d) for d in tape.arg_defs) and c._leaves == list(range(nleaves))
     L = ['def withgradient(*args, out=None):']
-    if simple:
-        tests = []
-        for p, (shape, dtype) in enumerate(tape.specs):
-            env[f'S{p}'], env[f'D{p}'] = shape, dtype
-            if p in scalars:
-                tests.append(f'type(a{p}) is float' if dtype == np.float64 else
-                             f'type(a{p}) is int' if dtype == np.int64 else 'False')
-            else:
-                tests.append(f'type(a{p}) is ndarray and a{p}.shape == S{p} and '
-                             f'a{p}.dtype is D{p}')
-        L.append(f'    if len(args) == {n}:')
-        L.append(f'        {", ".join(names)}{"," if n == 1 else ""} = args')
-        L.append('        if ' + ' and '.join(tests or ['True']) + ':')
-        leaf = [f'a{p}' for p in range(len(tape.specs))]
+    if direct:
+        leaf = None
     else:
-        L.append('    lv = CHECK(args)')
-        L.append('    if True:')
-        L.append('        if lv is not None:')
-        leaf = [f'lv[{p}]' for p in range(len(tape.specs))]
-    ind = ' ' * 12
-    # output arrays
+        L += ['    lv = MATCH(args)', '    if lv is None:',
+              '        return general_wg(tape, *args, out=out)']
+        leaf = [f'lv[{p}]' for p in range(nleaves)]
+        for pos, (a, o) in scalars.items():
+            env[f'A{pos}'] = a
+            if pos in tape.static:
+                return None, None
+            kind = tape.specs[pos][1]
+            L += [f'    if type({leaf[pos]}) is not {"float" if kind == np.float64 else "int"}:',
+                  '        return general_wg(tape, *args, out=out)',
+                  f'    A{pos}[{o}] = {leaf[pos]}']
     outs = [f'g{k}' for k in grad_outs]
-    L.append(ind + 'if out is None:')
+    L.append('    if out is None:')
     for k, (shape, dtype) in enumerate(tape.out_specs):
         env[f'OS{k}'], env[f'OD{k}'] = shape, dtype
-        L.append(ind + f'    g{k} = empty(OS{k}, OD{k})')
-    L.append(ind + 'else:')
-    L.append(ind + "    last = D.get('_out_checked')")
-    L.append(ind + '    ol = last[1] if last is not None and out is last[2] else '
-                   'out_leaves(tape, out)')
+        L.append(f'        g{k} = empty(OS{k}, OD{k})')
+    L.append('    else:')
+    L.append("        last = D.get('_out_checked')")
+    L.append('        ol = last[1] if last is not None and out is last[2] else '
+             'out_leaves(tape, out)')
     if outs:
-        L.append(ind + f'    {", ".join(outs)}{"," if len(outs) == 1 else ""} = ol')
-    for pos, (a, o) in scalars.items():
-        env[f'A{pos}'] = a
-        L.append(ind + f'A{pos}[{o}] = {leaf[pos]}')
-    call_args = [leaf[pos] for pos in c._leaves] + [f'g{k}' for k in c._outs]
-    L.append(ind + f'r = vm(T, P, {"".join(x + ", " for x in call_args)}0)')
-    L.append(ind + 'if r == -1:')
-    L.append(ind + '    if out is not None:')
-    L.append(ind + f'        return ValGrad(AV[{off}], out)')
-    L.append(ind + '    ' + _grads(tape, outs, simple))
-    L.append(ind + f'    return ValGrad(AV[{off}], grads)')
-    L.append('    return general_wg(tape, *args, out=out)')
-    L.append('')
-    L.append('')
-    L.append('def gradient(*args, out=None):')
-    L.append('    return withgradient(*args, out=out)[1]')
+        L.append(f'        {", ".join(outs)}{"," if len(outs) == 1 else ""} = ol')
+    arrays = '*args, ' if direct else ''.join(leaf[pos] + ', ' for pos in c._leaves)
+    arrays += ''.join(f'g{k}, ' for k in c._outs)
+    L += ['    try:', f'        r = vm(T, P, {arrays}0)',
+          '    except TypeError:                # another dtype, ndim, layout or count',
+          '        r = -3',
+          '    if r == -1:',
+          '        if out is not None:',
+          f'            return new(ValGrad, (AV[{off}], out))',
+          '        ' + _grads(tape, outs),
+          f'        return new(ValGrad, (AV[{off}], grads))',
+          '    return general_wg(tape, *args, out=out)',
+          '', '',
+          'def gradient(*args, out=None):',
+          '    return withgradient(*args, out=out)[1]']
     return '\n'.join(L) + '\n', env
 
 
-def _grads(tape, outs, simple):
-    """The statement binding ``grads``, the gradient tree of a default call."""
+def _grads(tape, outs):
+    """The statement binding ``grads``, the gradient tree of a default call: literals
+    for arguments that are arrays, dicts, lists and tuples of them, else
+    ``unflatten_args``."""
     flat = ['None'] * len(tape.specs)
     for k, p in enumerate(tape.grad_leaves):
         flat[p] = f'{outs[k]}[()]' if tape.pyfloat[p] else outs[k]
-    if simple:                               # one leaf per argument
-        parts = [flat[a] if a in tape.wrt else 'None' for a in range(tape.nargs)]
-        return 'grads = (' + ''.join(x + ', ' for x in parts) + ')'
-    return f'grads = unflatten_args(DEFS, [{", ".join(flat)}], statics=False, only=WRT)'
+    parts = []
+    start = 0
+    for a, d in enumerate(tape.arg_defs):
+        expr = tree_literal(d, flat[start:start + d.num_leaves]) if a in tape.wrt else 'None'
+        if expr is None:
+            return f'grads = unflatten_args(DEFS, [{", ".join(flat)}], statics=False, only=WRT)'
+        parts.append(expr)
+        start += d.num_leaves
+    return 'grads = (' + ''.join(x + ', ' for x in parts) + ')'

@@ -38,8 +38,8 @@ __all__ = ['Kernel', 'Step', 'Constants', 'reduce_kernel', 'matmul_kernel', 'fil
            'guard_kernel', 'MAX_NDIM', 'BLAS_MIN_FLOPS', 'BLAS_MIN_MV']
 
 MAX_NDIM = 4             # loop nests are generated per number of dimensions
-BLAS_MIN_FLOPS = 32 ** 3  # m * k * n from which a matrix product calls BLAS
-BLAS_MIN_MV = 1024        # m * k from which a matrix-vector product calls BLAS
+BLAS_MIN_FLOPS = 256       # m * k * n from which a product calls BLAS (loops: W4a 1.3x slower)
+BLAS_MIN_MV = 256          # m * k from which a matrix-vector product calls BLAS
 
 
 class Kernel:

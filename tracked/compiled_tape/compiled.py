@@ -40,20 +40,15 @@ class CompiledProgram:
             self.arenas.setdefault(dt, np.zeros(1, dtype=dt))
         for dt, off, vals in layout.arena_init:
             self.arenas[dt][off:off + vals.size] = vals
-        self._vm = vm = VM(plan.steps, plan.constants, layout)
-        self.vm, self.kernels, self.T, self.C, self.P = vm.fn, vm.kernels, vm.T, vm.C, vm.P
+        self._vm = vm = VM(plan.steps, plan.constants, layout, leaf_specs, out_specs)
+        self.kernels, self.T, self.C, self.P = vm.kernels, vm.T, vm.C, vm.P
+        self.vm = None                       # the entry, once loaded
         self.entry_name = vm.entry_name
-        # the entry's array arguments as (dtype, ndim): what its specialisation is for
-        self._entry_types = [(leaf_specs[pos][1].str, len(leaf_specs[pos][0]))
-                             for pos in vm.leaves]
-        self._entry_types += [(np.dtype(out_specs[k][1]).str, len(out_specs[k][0]))
-                              for k in vm.outs]
         self._py_steps = vm.py_steps
         self._leaves, self._outs = vm.leaves, vm.outs
         self._scalars = [(self.arenas[dt], off, pos) for pos, dt, off in layout.scalar_inputs]
         # one argument list per compiled tape, refilled on each call
         self._args = [self.T, self.P] + [None] * (len(self._leaves) + len(self._outs)) + [0]
-        self.loaded = False
         self._slot_owner = {}                # (dtype, slot >= 1) -> ('leaf', pos) | ('out', k)
         for dt, positions in layout.leaf_slots.items():
             for n, pos in enumerate(positions, start=1):
@@ -73,15 +68,12 @@ class CompiledProgram:
         """``[(module name, source)]`` of the kernels this program needs."""
         return self._vm.sources()
 
-    def entry_types(self):
-        """The entry's array arguments as ``[(dtype string, ndim)]``."""
-        return list(self._entry_types)
-
     def load(self):
-        """Load the kernels (compiling those the disk cache lacks) and bind the tables."""
-        if not self.loaded:
+        """Load the kernels and the entry (compiling those the disk cache lacks) and bind
+        the tables."""
+        if self.vm is None:
             self._vm.bind(self.arenas)
-            self.loaded = True
+            self.vm = self._vm.fn
         return self
 
     # -- calls ----------------------------------------------------------------------
@@ -90,7 +82,10 @@ class CompiledProgram:
         args = self._args
         j = 2
         for pos in self._leaves:
-            args[j] = leaves[pos]
+            x = leaves[pos]
+            if not (x.flags.c_contiguous and x.flags.writeable):
+                x = np.array(x, order='C')    # the entry takes writeable C arrays only
+            args[j] = x
             j += 1
         for k in self._outs:
             args[j] = outs[k]

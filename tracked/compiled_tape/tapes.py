@@ -87,6 +87,7 @@ class GradientTape(Tape):
             raise ValueError(f'f returned an array of shape {np.shape(y)}; GradientTape needs a '
                              f'real scalar. Use JacobianTape for array outputs.')
         val_specs, self._rebuild = _value_tree(rec, out)
+        self.single_value = self._rebuild is _single      # f returned one scalar
         self.n_val = len(val_specs)
         cts = {}
         if isinstance(y, Tracked) and y._node.level == li:

@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 from . import cache
 
@@ -35,10 +36,9 @@ class CompileError(RuntimeError):
     """The background compilation of a tape's kernels failed (the tape replays in NumPy)."""
 
 
-# The background process: imports the kernel modules (each a numba cfunc compiled at
-# import and saved to numba's cache beside it) and calls the entry once on arrays of
-# the call's types, so that its specialisation is cached too.  It imports NumPy and
-# numba only, not tracked: it starts in a fraction of a second.
+# The background process: imports the kernel modules and the entry (each compiled for
+# its one signature when imported, and saved to numba's cache beside it).  It imports
+# NumPy and numba only, not tracked: it starts in a fraction of a second.
 WORKER = r'''
 import importlib, json, sys
 spec = json.loads(sys.argv[1])
@@ -46,10 +46,7 @@ sys.path.insert(0, spec['dir'])
 import numpy as np
 for name in spec['kernels']:
     importlib.import_module(name)
-vm = importlib.import_module(spec['entry']).vm
-T = np.zeros(4, dtype=np.int64)                 # no steps: compiles, runs nothing
-P = np.zeros(spec['n_p'], dtype=np.int64)
-vm(T, P, *[np.zeros((1,) * nd, dtype=dt) for dt, nd in spec['arrays']], 0)
+importlib.import_module(spec['entry'])          # compiled for its signature when imported
 '''
 
 
@@ -70,6 +67,7 @@ class Tiering:
         self.compiled = None
         self.error = None
         self.proc = None
+        self.times = {'created': time.perf_counter()}   # stage -> perf_counter()
         self.thread = threading.Thread(target=self._work, name='tracked-compile', daemon=True)
         self.thread.start()
 
@@ -78,16 +76,20 @@ class Tiering:
         # starts once that call has returned (or after START_DELAY seconds at most).
         self.go.wait(START_DELAY)
         try:
+            self._mark('start')
             prog = self.compiled = self.tape._new_compiled()
+            self._mark('planned')
             self.planned.set()
-            missing = [name for name, source in prog.sources() if not cache.is_cached(name)]
-            if missing or not cache.is_cached(prog.entry_name):
+            if not all(cache.is_cached(name) for name, _ in prog.sources()):
                 for name, source in prog.sources():
                     cache.write(name, source)
                 self._compile_elsewhere(prog)
+                self._mark('compiled')
             prog.load()
+            self._mark('loaded')
             self.tape._warm(prog)
             self.tape._switch(self, prog)
+            self._mark('switched')
         except BaseException as e:     # noqa: BLE001 -- reported through compile_error
             self.error = e if isinstance(e, CompileError) else CompileError(
                 f'{type(e).__name__}: {e}')
@@ -95,14 +97,18 @@ class Tiering:
             self.planned.set()
             self.done.set()
 
+    def _mark(self, stage):
+        self.times[stage] = time.perf_counter()
+
     def _compile_elsewhere(self, prog):
         """Compile ``prog``'s kernels and entry into the disk cache in a new process."""
         spec = {'dir': cache.cache_dir(), 'kernels': [k.name for k in prog.kernels],
-                'entry': prog.entry_name, 'n_p': len(prog.P), 'arrays': prog.entry_types()}
+                'entry': prog.entry_name}
         env = dict(os.environ)
         self.proc = subprocess.Popen([sys.executable, '-c', WORKER, json.dumps(spec)],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, env=env)
+        _warm_numba()                  # meanwhile: numba's first use in this process
         _, err = self.proc.communicate()
         if self.proc.returncode != 0:
             tail = err.decode(errors='replace').strip().splitlines()[-3:]
@@ -114,3 +120,15 @@ class Tiering:
         self.go.set()
         self.done.wait(timeout)
         return self.done.is_set() and self.error is None
+
+
+_warmed = []
+
+
+def _warm_numba():
+    """Compile a trivial function: numba's first compilation in a process initialises
+    its compiler and LLVM (~0.3 s of CPU), which loading the kernels would pay later."""
+    if not _warmed:
+        from numba import njit
+        njit(lambda x: x + 1)(1)
+        _warmed.append(True)

@@ -25,7 +25,7 @@ import numpy as np
 from . import cache
 from .buffers import KERNEL_DTYPES
 
-__all__ = ['VM', 'entry', 'run_kernel']
+__all__ = ['VM', 'entry_source', 'run_kernel']
 
 
 class VM:
@@ -37,7 +37,7 @@ class VM:
     disk cache lacks) and fills ``T`` and ``P``.
     """
 
-    def __init__(self, steps, constants, layout):
+    def __init__(self, steps, constants, layout, leaf_specs, out_specs):
         kernels = {}                         # name -> Kernel
         for step in steps:
             if step.kernel is not None:
@@ -67,15 +67,22 @@ class VM:
             rows.append((step.kernel.name, len(params), step.guard))
             params.extend(index[codes[c], slot] for c, slot in zip(step.kernel.arrays, step.slots))
             params.extend(int(v) for v in step.params)
-        base = 2 + 3 * len(rows)
+        # the entry's arrays: their (dtype, shape), checked by its signature and from T
+        arrays = [leaf_specs[pos] for pos in self.leaves] + [out_specs[k] for k in self.outs]
+        self.types = [(np.dtype(dt).str, len(shape)) for shape, dt in arrays]
+        shapes = [n for shape, _ in arrays for n in shape]
+        base = 3 + 3 * len(rows)
         self._rows = [(name, p + base, guard) for name, p, guard in rows]
-        self.T = np.array([len(rows), 0] + [0] * (3 * len(rows)) + params + [0], dtype=np.int64)
+        self.T = np.array([len(rows), 0, base + len(params)] + [0] * (3 * len(rows)) + params
+                          + shapes + [0], dtype=np.int64)
         self.C = np.array(list(constants) + [0.0], dtype=np.float64)
-        self.entry_name, self.fn = entry(len(self.leaves) + len(self.outs), self.n_fixed)
+        self.entry_name, self.entry_source = entry_source(self.types, self.n_fixed)
+        self.fn = None
 
     def sources(self):
-        """``[(module name, source)]`` of the kernels."""
-        return [(k.name, cache.kernel_module(k)) for k in self.kernels]
+        """``[(module name, source)]`` of the kernels and the entry."""
+        return [(k.name, cache.kernel_module(k)) for k in self.kernels] + \
+            [(self.entry_name, self.entry_source)]
 
     def bind(self, arenas):
         """Import the kernels (numba loads them from the disk cache or compiles them) and
@@ -83,12 +90,13 @@ class VM:
         addr = {}
         for k in self.kernels:
             addr[k.name] = getattr(cache.load(k.name, cache.kernel_module(k)), k.name).address
+        self.fn = cache.load(self.entry_name, self.entry_source).vm
         T = self.T
         T[1] = self.C.ctypes.data
         for s, (name, p, guard) in enumerate(self._rows):
-            T[2 + 3 * s] = addr[name] if name is not None else 0
-            T[3 + 3 * s] = p
-            T[4 + 3 * s] = guard
+            T[3 + 3 * s] = addr[name] if name is not None else 0
+            T[4 + 3 * s] = p
+            T[5 + 3 * s] = guard
         for n, dt in enumerate(KERNEL_DTYPES):
             self.P[n] = arenas[dt].ctypes.data
 
@@ -120,42 +128,45 @@ def call_kernel(typingctx, fn, P, T, p, C):
 '''
 
 
-def entry_source(n, n_fixed):
-    """The entry module for calls with ``n`` arrays after ``T`` and ``P``."""
+_NUMBA_TYPES = {'<f8': 'float64', '<f4': 'float32', '<i8': 'int64', '|b1': 'boolean'}
+
+
+def entry_source(types, n_fixed):
+    """``(module name, source)`` of the entry for arrays of ``types`` ([(dtype string,
+    ndim)], C-contiguous) after ``T`` and ``P``: compiled for exactly those types, so
+    that numba refuses any other (a TypeError, which the caller's general path
+    explains) and never compiles for one silently.  It checks the shapes against
+    ``T`` (-3 if one differs), writes the arrays' addresses into ``P`` and runs the
+    steps from ``start``."""
+    n = len(types)
     xs = [f'x{j}' for j in range(n)]
-    L = [cache.HEADER, _CALL, cache.JIT.rstrip('\n'),
+    arr = [f"types.Array(types.{_NUMBA_TYPES[dt]}, {nd}, 'C')" for dt, nd in types]
+    vec = "types.Array(types.int64, 1, 'C')"
+    sig = f'types.int64({vec}, {vec}, ' + ''.join(a + ', ' for a in arr) + 'types.int64)'
+    L = [cache.HEADER, _CALL,
+         f"@njit({sig}, cache=True, error_model='numpy', nogil=True)",
          'def vm(T, P, ' + ''.join(x + ', ' for x in xs) + 'start):']
-    # an input that is not C-contiguous is copied (numba types it apart: no test here
-    # for contiguous ones); the copies stay alive until the return below
-    L += [f'    y{j} = np.ascontiguousarray(x{j})' for j in range(n)]
-    L += [f'    P[{n_fixed + j}] = y{j}.ctypes.data' for j in range(n)]
-    L += ['    r = -1',
-          '    for s in range(start, T[0]):',
-          '        q = 2 + 3 * s',
+    dims = []
+    q = 0
+    for j, (_, nd) in enumerate(types):
+        for d in range(nd):
+            dims.append(f'x{j}.shape[{d}] != T[q + {q}]')
+            q += 1
+    L.append('    q = T[2]')
+    if dims:
+        L.append('    if ' + ' or '.join(dims) + ':')
+        L.append('        return -3')
+    L += [f'    P[{n_fixed + j}] = x{j}.ctypes.data' for j in range(n)]
+    L += ['    for s in range(start, T[0]):',
+          '        q = 3 + 3 * s',
           '        f = T[q]',
           '        if f == 0:',
-          '            r = s',
-          '            break',
+          '            return s',
           '        if call_kernel(f, P, T, T[q + 1], T[1]) == 0:',
-          '            r = -2 - T[q + 2]',
-          '            break']
-    alive = ''.join(f' + y{j}.size' for j in range(n))
-    L.append(f'    return r if 0{alive} >= 0 else -1')
-    return '\n'.join(L) + '\n'
-
-
-_entries = {}
-
-
-def entry(n, n_fixed):
-    """``(module name, function)``: the entry for ``n`` arrays (compiled on its first call
-    per argument types)."""
-    hit = _entries.get((n, n_fixed))
-    if hit is None:
-        source = entry_source(n, n_fixed)
-        name = 'vm_' + hashlib.sha1(source.encode()).hexdigest()[:16]
-        hit = _entries[n, n_fixed] = (name, cache.load(name, source).vm)
-    return hit
+          '            return -2 - T[q + 2]',
+          '    return -1']
+    source = '\n'.join(L) + '\n'
+    return 'vm_' + hashlib.sha1(source.encode()).hexdigest()[:16], source
 
 
 def run_kernel(kernel, arrays, params, constants=()):
