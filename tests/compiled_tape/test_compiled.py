@@ -180,3 +180,20 @@ def test_second_process_loads_the_compiled_code_from_disk(tmp_path):
     second = [int(v) for v in runs[1].stdout.split()]
     assert first[1] > 0                              # compiled the first time
     assert second[1] == 0 and second[0] >= 1         # loaded from disk, compiled nothing
+
+
+def test_float32_tapes_run_float32_kernels():
+    r = np.random.default_rng(3)
+    f = lambda w, x: np.sum(np.tanh(x @ w.T) * 0.5) + np.mean(w ** 2)   # noqa: E731
+    w, x = (r.standard_normal(s).astype(np.float32) for s in ((8, 3), (16, 3)))
+    ctape = tr.compile(tr.GradientTape(f, w, x, wrt=(0,)), background=False)
+    assert ctape.fallbacks == []
+    sources = [k.source for k in ctape.compiled.kernels]
+    assert any('np.float32' in s for s in sources)           # float32 arrays and rounding
+    assert not any('np.float64)' in s for s in sources)      # no float64 array at all
+    w2 = r.standard_normal((8, 3)).astype(np.float32)
+    val, (g, gx) = ctape.withgradient(w2, x)
+    ev, (eg, _) = tr.withgradient(f, w2, x)
+    assert gx is None and g.dtype == np.float32 and np.asarray(val).dtype == np.float32
+    np.testing.assert_allclose(val, ev, rtol=1e-5)
+    np.testing.assert_allclose(g, eg, rtol=1e-5, atol=1e-6)

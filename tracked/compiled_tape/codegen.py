@@ -6,10 +6,12 @@ function in ~14 s), and a driver with one call site per step was measured at
 ~0.1 s per call site.  Instead every step is a call of a *kernel* generated from
 an operation signature (the fused operation sequence, operand layout kinds and
 dtypes, never sizes, offsets or float constants: those are read at run time from
-an integer table ``T`` and a constant table ``C``), and a generated VM (vm.py)
-loops over the steps, dispatching on the kernel number.  A W1-like tape of 1 600
-operations needs a handful of distinct kernels; compile time grows with the
-number of distinct kernels, i.e. at most linearly with the tape.
+an integer table ``T`` and a constant table ``C``), and a generated entry (vm.py)
+loops over the steps, calling each kernel through its address: kernels are
+``cfunc``s of one C signature.  A W1-like tape of 1 600 operations needs a handful
+of distinct kernels; compile time grows with the number of distinct kernels, i.e.
+at most linearly with the tape, and kernels are shared by every tape that uses the
+same operations.
 
 Kernel kinds (``Step.kind``):
 - ``ew``: a fused elementwise loop (loops.py): a run of elementwise instructions
@@ -17,15 +19,15 @@ Kernel kinds (``Step.kind``):
   a full ``np.sum``/``np.mean`` of a fused value is accumulated in the same loop,
   and so is the adjoint of a stencil (scatter-adds of ``x[1:]``, ``x[:-1]``).
 - ``reduce``: sum/mean/max/min over axes of any strided value.
-- ``matmul``: loops for small products, BLAS (``np.dot`` into the output) for
-  large 2-d ones.
+- ``matmul``: loops for tiny products, BLAS (``np.dot`` into the output) from
+  ``BLAS_MIN_FLOPS``: both in one kernel, chosen at run time from the sizes.
 - ``fill``, ``guard``; and ``fallback`` (no kernel): an instruction the generator
-  cannot compile runs in NumPy between VM segments (the VM returns, Python runs it
-  and writes its value into its buffer, the VM resumes) -- per instruction, never
+  cannot compile runs in NumPy between VM segments (the entry returns, Python runs
+  it and writes its value into its buffer, the entry resumes) -- per instruction, never
   for the whole tape.
 
 This module holds ``Kernel`` and ``Step``, the constant table, and the kernels of
-a fixed form.  A kernel's parameters are its arrays ``a0, a1, ...`` (flat, one per
+a fixed form.  A kernel's body sees its arrays ``a0, a1, ...`` (flat, one per
 operand), ``T``, ``p`` (where its integer parameters start in ``T``) and ``C``.
 """
 import hashlib

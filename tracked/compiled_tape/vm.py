@@ -1,4 +1,4 @@
-"""The VM: a plan's steps as tables, run by one generated numba entry per call signature.
+"""The VM: a plan's steps as tables, run by a generated numba entry per argument types.
 
 Kernels are numba ``cfunc``s of one C signature (codegen.Kernel), so the VM calls
 each through its address and is not compiled per tape: one entry serves every tape
@@ -8,14 +8,15 @@ it does not share with tapes seen before.  (A VM with one branch per kernel, as
 before, took 3.3 s of the 9-11 s cold compile of the demo's MLP: numba typed each
 call site and LLVM optimised every kernel again inlined into it.)
 
-``T`` (int64) is ``[number of steps, address of C, (kernel address, parameter
-start, guard) per step, then every step's array indices in P and its integer
-parameters]``; ``C`` (float64) holds the constants; ``P`` the addresses of the
-arrays: one arena per kernel dtype (fixed), then the array inputs and the output
-arrays of the call, written by the entry.  The entry's parameters are ``T``,
-``P``, the arrays and ``start``; it returns -1 when done, the step's index at a
-step run in Python (address 0: a fallback, or a guard checked in Python), and
-``-2 - guard`` when a guard kernel fails; the runtime resumes it at
+``T`` (int64) is ``[number of steps, address of C, where the shapes start, (kernel
+address, parameter start, guard) per step, then every step's array indices in P and
+its integer parameters, then the shapes of the entry's arrays]``; ``C`` (float64)
+holds the constants; ``P`` the addresses of the arrays: one arena per kernel dtype
+(fixed), then the array inputs and the output arrays of the call, written by the
+entry.  The entry's parameters are ``T``, ``P``, the arrays and ``start``; it
+returns -3 if a shape differs from the recorded one, -1 when done, the step's
+index at a step run in Python (address 0: a fallback, or a guard checked in
+Python), and ``-2 - guard`` when a guard kernel fails; the runtime resumes it at
 ``start = step + 1``.
 """
 import hashlib
@@ -32,9 +33,10 @@ class VM:
     """The tables of one plan, bound to its kernels' addresses (module docstring).
 
     ``kernels`` are the distinct kernels, ``leaves`` and ``outs`` the leaf positions
-    and output arrays the entry takes, in order, after ``T`` and ``P``; ``py_steps``
-    the steps run in Python.  ``bind(arenas)`` loads the kernels (compiling what the
-    disk cache lacks) and fills ``T`` and ``P``.
+    and output arrays the entry takes, in order, after ``T`` and ``P`` (``types``:
+    their dtypes and dimensions); ``py_steps`` the steps run in Python.
+    ``bind(arenas)`` loads the kernels and the entry (compiling what the disk cache
+    lacks) and fills ``T`` and ``P``; ``fn`` is then the entry.
     """
 
     def __init__(self, steps, constants, layout, leaf_specs, out_specs):
@@ -102,7 +104,7 @@ class VM:
 
 
 # --------------------------------------------------------------------------
-# The entry: one per number of arrays, compiled once per machine per argument types
+# The entry: one per argument types, compiled once per machine
 # --------------------------------------------------------------------------
 
 _CALL = '''
