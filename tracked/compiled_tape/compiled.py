@@ -1,11 +1,11 @@
 """A compiled program: planned once, then run on new inputs by the generated VM.
 
 ``CompiledProgram(program, leaf_specs, out_specs, placements)`` plans the program
-(plan.py), allocates the arenas the plan's layout asks for, builds the VM
+(plan.py), allocates the arenas the plan's layout asks for, builds the VM's tables
 (vm.py) and keeps only what running needs: the frozen ``Layout``, the arenas, the
-VM and its tables.  A call hands the VM the caller's arrays; Python runs the steps
-the VM returns for (fallbacks, guards it cannot check) and the outputs without a
-kernel dtype.  Every intermediate lives in the arenas; output arrays are passed
+entry and its tables; ``load()`` then imports the kernels.  A call hands the entry
+the caller's arrays; Python runs the steps the entry returns for (fallbacks,
+guards it cannot check) and the outputs without a kernel dtype.  Every intermediate lives in the arenas; output arrays are passed
 in (``out=``) or allocated by the caller; a call allocates no array.
 """
 import numpy as np

@@ -3,12 +3,13 @@
 ``tr.compile(tape)`` returns before anything is compiled.  Until the kernels are
 ready, calls replay the tape in NumPy (the same program, the same guards: at once,
 and faster than the eager tape); once the first call has returned, a background
-thread plans the program (milliseconds of Python), writes the
-kernels' sources to the disk cache and, if numba's cache lacks any of them, starts
+thread plans the program (milliseconds of Python), writes the kernels' sources
+to the disk cache and, if numba's cache lacks any of them, starts
 a *process* that compiles them there (numba's compiler is Python and holds the
 GIL: in a thread it would slow the caller's every call for seconds).  When that
-process is done, the thread loads the machine code (milliseconds per kernel), runs
-the program once on the recorded values and switches the tape to it.  A call never
+process is done, the thread loads the machine code (milliseconds per kernel, after
+numba's first use in the process: ~0.3 s, warmed up while the process compiles),
+runs the program once on the recorded values and switches the tape to it.  A call never
 waits for any of this, and the switch changes no result beyond floating-point
 rounding (NumPy's vectorised ``sin`` or pairwise ``sum`` round differently from a
 scalar loop; IEEE-exact operations give the same bits).
@@ -19,7 +20,6 @@ write the same files: sources and numba's cache entries are written to a tempora
 file and renamed, so a reader sees a whole file or none.
 """
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -55,12 +55,13 @@ class Tiering:
 
     ``planned`` is set once the program is planned (``compiled`` then holds the
     ``CompiledProgram``, not yet loaded), ``done`` once the tape switched or the
-    compilation failed (``error``); ``proc`` is the compiling process while it runs.
+    compilation failed (``error``); ``proc`` is the compiling process, if one was
+    needed; ``times`` the ``time.perf_counter()`` of each stage reached (created,
+    start, planned, compiled, loaded, switched), for benchmarks.
     """
 
     def __init__(self, tape):
         self.tape = tape
-        self.program = tape.program
         self.go = threading.Event()      # set by the first call (or wait): start planning
         self.planned = threading.Event()
         self.done = threading.Event()
@@ -104,10 +105,9 @@ class Tiering:
         """Compile ``prog``'s kernels and entry into the disk cache in a new process."""
         spec = {'dir': cache.cache_dir(), 'kernels': [k.name for k in prog.kernels],
                 'entry': prog.entry_name}
-        env = dict(os.environ)
         self.proc = subprocess.Popen([sys.executable, '-c', WORKER, json.dumps(spec)],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, env=env)
+                                     stderr=subprocess.PIPE)
         _warm_numba()                  # meanwhile: numba's first use in this process
         _, err = self.proc.communicate()
         if self.proc.returncode != 0:
