@@ -16,6 +16,7 @@ from .guards import TapeGuardError
 from .program import Program
 from .record import Recorder
 from .signature import as_input, check_leaves, leaf_spec
+from .tiers import Tiering
 from .trees import flatten_args, arg_leaves
 
 __all__ = ['Tape']
@@ -101,7 +102,6 @@ class Tape:
     # -- compiling ------------------------------------------------------------------
     def _start_compile(self, background):
         """Compile the program: now, or in the background while calls replay in NumPy."""
-        from .tiers import Tiering
         self._compile_mode = 'background' if background else 'foreground'
         self.compiled = None
         if background:

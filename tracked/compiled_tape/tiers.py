@@ -19,13 +19,9 @@ If the process fails or is killed, the tape keeps replaying in NumPy and
 write the same files: sources and numba's cache entries are written to a temporary
 file and renamed, so a reader sees a whole file or none.
 """
-import json
-import subprocess
 import sys
 import threading
 import time
-
-from . import cache
 
 __all__ = ['Tiering', 'CompileError', 'WORKER', 'START_DELAY']
 
@@ -77,6 +73,7 @@ class Tiering:
         # starts once that call has returned (or after START_DELAY seconds at most).
         self.go.wait(START_DELAY)
         try:
+            from . import cache            # imports numba: here, not in the caller's thread
             self._mark('start')
             prog = self.compiled = self.tape._new_compiled()
             self._mark('planned')
@@ -84,7 +81,7 @@ class Tiering:
             if not all(cache.is_cached(name) for name, _ in prog.sources()):
                 for name, source in prog.sources():
                     cache.write(name, source)
-                self._compile_elsewhere(prog)
+                self._compile_elsewhere(prog, cache.cache_dir())
                 self._mark('compiled')
             prog.load()
             self._mark('loaded')
@@ -101,9 +98,11 @@ class Tiering:
     def _mark(self, stage):
         self.times[stage] = time.perf_counter()
 
-    def _compile_elsewhere(self, prog):
-        """Compile ``prog``'s kernels and entry into the disk cache in a new process."""
-        spec = {'dir': cache.cache_dir(), 'kernels': [k.name for k in prog.kernels],
+    def _compile_elsewhere(self, prog, folder):
+        """Compile ``prog``'s kernels and entry into the cache ``folder`` in a new process."""
+        import json
+        import subprocess
+        spec = {'dir': folder, 'kernels': [k.name for k in prog.kernels],
                 'entry': prog.entry_name}
         self.proc = subprocess.Popen([sys.executable, '-c', WORKER, json.dumps(spec)],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
