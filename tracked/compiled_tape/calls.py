@@ -18,17 +18,26 @@ For W4b (three array arguments) the generated ``withgradient`` reads::
     def withgradient(*args, out=None):
         if out is None:
             g0 = empty(OS0, OD0)
+            try:
+                r = vm(T, *args, g0)
+            except TypeError:            # another dtype, ndim, layout or count
+                r = -3
+            if r == -1:
+                grads = (g0, None, None, )
+                return new(ValGrad, (AV[100], grads))
         else:
-            ...                                  # the arrays of out, checked once
-        try:
-            r = vm(T, P, *args, g0, 0)
-        except TypeError:                        # another dtype, ndim, layout, count
-            r = -3
-        if r == -1:
-            if out is not None:
-                return new(ValGrad, (AV[12], out))
-            return new(ValGrad, (AV[12], (g0, None, None)))
-        return general_wg(tape, *args, out=out)
+            last = D.get('_out_checked')
+            ol = last[1] if last is not None and out is last[2] else out_leaves(tape, out)
+            g0, = ol
+            try:
+                r = vm(T, *args, g0)
+            except TypeError:            # another dtype, ndim, layout or count
+                r = -3
+            if r == -1:
+                return new(ValGrad, (AV[100], out))
+        return GENERAL(tape, *args, out=out)
+
+and ``gradient`` is the same without the value.
 """
 import numpy as np
 
@@ -62,55 +71,58 @@ def call_source(tape):
         return None, None                    # an output array of a dtype without kernels
     scalars = {pos: (arena, off) for arena, off, pos in c._scalars}
     arena, off = c._scalar_out[0]
-    env = {'empty': np.empty, 'vm': c.vm, 'T': c.T, 'P': c.P, 'ValGrad': ValGrad,
+    env = {'empty': np.empty, 'vm': c.vm, 'T': c.T, 'ValGrad': ValGrad,
            'new': tuple.__new__, 'D': tape.__dict__, 'out_leaves': out_leaves, 'tape': tape,
-           'general_wg': type(tape).withgradient, 'unflatten_args': unflatten_args,
+           'unflatten_args': unflatten_args,
            'DEFS': tape.arg_defs, 'WRT': tape.wrt, 'MATCH': tape.treedef.matcher(),
            'AV': arena}
     nleaves = len(tape.specs)
     # the leaves: the arguments themselves when each is one array passed to the entry
     direct = all(is_one_leaf(d) for d in tape.arg_defs) and c._leaves == list(range(nleaves))
-    L = ['def withgradient(*args, out=None):']
+    head = []
     if direct:
         leaf = None
     else:
-        L += ['    lv = MATCH(args)', '    if lv is None:',
-              '        return general_wg(tape, *args, out=out)']
+        head += ['    lv = MATCH(args)', '    if lv is None:',
+                 '        return GENERAL(tape, *args, out=out)']
         leaf = [f'lv[{p}]' for p in range(nleaves)]
         for pos, (a, o) in scalars.items():
             env[f'A{pos}'] = a
             if pos in tape.static:
                 return None, None
             kind = tape.specs[pos][1]
-            L += [f'    if type({leaf[pos]}) is not {"float" if kind == np.float64 else "int"}:',
-                  '        return general_wg(tape, *args, out=out)',
-                  f'    A{pos}[{o}] = {leaf[pos]}']
+            head += [f'    if type({leaf[pos]}) is not {"float" if kind == np.float64 else "int"}:',
+                     '        return GENERAL(tape, *args, out=out)',
+                     f'    A{pos}[{o}] = {leaf[pos]}']
     outs = [f'g{k}' for k in grad_outs]
-    L.append('    if out is None:')
+    arrays = ['*args'] if direct else [leaf[pos] for pos in c._leaves]
+    call = [f'        try:',
+            f'            r = vm(T, {", ".join(arrays + [f"g{k}" for k in c._outs])})',
+            '        except TypeError:            # another dtype, ndim, layout or count',
+            '            r = -3']
+    fresh = [f'        g{k} = empty(OS{k}, OD{k})' for k in grad_outs]
     for k, (shape, dtype) in enumerate(tape.out_specs):
         env[f'OS{k}'], env[f'OD{k}'] = shape, dtype
-        L.append(f'        g{k} = empty(OS{k}, OD{k})')
-    L.append('    else:')
-    L.append("        last = D.get('_out_checked')")
-    L.append('        ol = last[1] if last is not None and out is last[2] else '
-             'out_leaves(tape, out)')
+    given = ["        last = D.get('_out_checked')",
+             '        ol = last[1] if last is not None and out is last[2] else '
+             'out_leaves(tape, out)']
     if outs:
-        L.append(f'        {", ".join(outs)}{"," if len(outs) == 1 else ""} = ol')
-    arrays = '*args, ' if direct else ''.join(leaf[pos] + ', ' for pos in c._leaves)
-    arrays += ''.join(f'g{k}, ' for k in c._outs)
-    L += ['    try:', f'        r = vm(T, P, {arrays}0)',
-          '    except TypeError:                # another dtype, ndim, layout or count',
-          '        r = -3',
-          '    if r == -1:',
-          '        if out is not None:',
-          f'            return new(ValGrad, (AV[{off}], out))',
-          '        ' + _grads(tape, outs),
-          f'        return new(ValGrad, (AV[{off}], grads))',
-          '    return general_wg(tape, *args, out=out)',
-          '', '',
-          'def gradient(*args, out=None):',
-          '    return withgradient(*args, out=out)[1]']
-    return '\n'.join(L) + '\n', env
+        given.append(f'        {", ".join(outs)}{"," if len(outs) == 1 else ""} = ol')
+    L = []
+    for name, value, general in (('withgradient', f'AV[{off}]', 'GENERAL'),
+                                 ('gradient', None, 'GENERAL_G')):
+        def result(tree):
+            return f'new(ValGrad, ({value}, {tree}))' if value else tree
+        L += [f'def {name}(*args, out=None):'] + [x.replace('GENERAL', general) for x in head]
+        L += ['    if out is None:'] + fresh + call
+        L += ['        if r == -1:', '            ' + _grads(tape, outs),
+              f'            return {result("grads")}']
+        L += ['    else:'] + given + call
+        L += ['        if r == -1:', f'            return {result("out")}']
+        L += [f'    return {general}(tape, *args, out=out)', '', '']
+    env['GENERAL'] = type(tape).withgradient
+    env['GENERAL_G'] = type(tape).gradient
+    return '\n'.join(L).rstrip('\n') + '\n', env
 
 
 def _grads(tape, outs):

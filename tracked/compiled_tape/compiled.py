@@ -14,7 +14,7 @@ from .buffers import KERNEL_DTYPES
 from .guards import guard_error
 from .plan import Planner
 from .record import Ref
-from .vm import VM
+from .vm import START, VM
 
 __all__ = ['CompiledProgram']
 
@@ -48,7 +48,7 @@ class CompiledProgram:
         self._leaves, self._outs = vm.leaves, vm.outs
         self._scalars = [(self.arenas[dt], off, pos) for pos, dt, off in layout.scalar_inputs]
         # one argument list per compiled tape, refilled on each call
-        self._args = [self.T, self.P] + [None] * (len(self._leaves) + len(self._outs)) + [0]
+        self._args = [self.T] + [None] * (len(self._leaves) + len(self._outs))
         self._slot_owner = {}                # (dtype, slot >= 1) -> ('leaf', pos) | ('out', k)
         for dt, positions in layout.leaf_slots.items():
             for n, pos in enumerate(positions, start=1):
@@ -80,7 +80,7 @@ class CompiledProgram:
     def run(self, leaves, outs):
         """Run on checked ``leaves``, writing placed outputs into ``outs``."""
         args = self._args
-        j = 2
+        j = 1
         for pos in self._leaves:
             x = leaves[pos]
             if not (x.flags.c_contiguous and x.flags.writeable):
@@ -92,13 +92,13 @@ class CompiledProgram:
             j += 1
         for arena, off, pos in self._scalars:
             arena[off] = leaves[pos]
-        args[j] = 0
         try:
             r = self.vm(*args)
             if r != -1 or self.layout.copies:
                 self._continue(r, args, leaves, outs)
         finally:
-            for i in range(2, j):
+            self.T[START] = 0
+            for i in range(1, j):
                 args[i] = None     # do not keep the caller's arrays alive
 
     def _continue(self, r, args, leaves, outs):
@@ -109,7 +109,7 @@ class CompiledProgram:
                 raise guard_error(g, self._value(g.i, leaves, outs),
                                   self.program.instrs[g.i].name)
             self._python_step(self._py_steps[r], leaves, outs)
-            args[-1] = r + 1
+            self.T[START] = r + 1
             r = self.vm(*args)
         for oi, o in self.layout.copies:
             k, off = self.placements[oi]

@@ -8,16 +8,17 @@ it does not share with tapes seen before.  (A VM with one branch per kernel, as
 before, took 3.3 s of the 9-11 s cold compile of the demo's MLP: numba typed each
 call site and LLVM optimised every kernel again inlined into it.)
 
-``T`` (int64) is ``[number of steps, address of C, where the shapes start, (kernel
-address, parameter start, guard) per step, then every step's array indices in P and
-its integer parameters, then the shapes of the entry's arrays]``; ``C`` (float64)
-holds the constants; ``P`` the addresses of the arrays: one arena per kernel dtype
-(fixed), then the array inputs and the output arrays of the call, written by the
-entry.  The entry's parameters are ``T``, ``P``, the arrays and ``start``; it
-returns -3 if a shape differs from the recorded one, -1 when done, the step's
-index at a step run in Python (address 0: a fallback, or a guard checked in
-Python), and ``-2 - guard`` when a guard kernel fails; the runtime resumes it at
-``start = step + 1``.
+``T`` (int64) is ``[number of steps, address of C, where the shapes start, where P
+starts, the step to start at; (kernel address, parameter start, guard) per step;
+every step's array indices in P and its integer parameters; the shapes of the
+entry's arrays; P]``.  ``C`` (float64) holds the constants; ``P`` the addresses of
+the arrays: one arena per kernel dtype (fixed), then the array inputs and the
+output arrays of the call, written by the entry.  The entry takes ``T`` and the
+arrays (the fewer arguments, the cheaper numba's dispatch); it returns -3 if a
+shape differs from the recorded one, -1 when done, the step's index at a step run
+in Python (address 0: a fallback, or a guard checked in Python), and ``-2 -
+guard`` when a guard kernel fails; the runtime resumes it from the next step by
+setting ``T[START]``.
 """
 import hashlib
 
@@ -26,7 +27,10 @@ import numpy as np
 from . import cache
 from .buffers import KERNEL_DTYPES
 
-__all__ = ['VM', 'entry_source', 'run_kernel']
+__all__ = ['VM', 'entry_source', 'run_kernel', 'HEAD', 'START']
+
+HEAD = 5                 # T's header: steps, address of C, shapes at, P at, START
+START = 4                # T[START]: the step the entry starts at (0, or where it resumes)
 
 
 class VM:
@@ -59,7 +63,6 @@ class VM:
                 index[dt, slot] = len(index)
                 self.outs.append(k)
         self.n_fixed = len(KERNEL_DTYPES)
-        self.P = np.zeros(len(index), dtype=np.int64)
         rows, params = [], []
         codes = {c: dt for dt, c in KERNEL_DTYPES.items()}
         for step in steps:
@@ -73,10 +76,13 @@ class VM:
         arrays = [leaf_specs[pos] for pos in self.leaves] + [out_specs[k] for k in self.outs]
         self.types = [(np.dtype(dt).str, len(shape)) for shape, dt in arrays]
         shapes = [n for shape, _ in arrays for n in shape]
-        base = 3 + 3 * len(rows)
+        base = HEAD + 3 * len(rows)
         self._rows = [(name, p + base, guard) for name, p, guard in rows]
-        self.T = np.array([len(rows), 0, base + len(params)] + [0] * (3 * len(rows)) + params
-                          + shapes + [0], dtype=np.int64)
+        at_shapes = base + len(params)
+        at_p = at_shapes + len(shapes)
+        self.T = np.array([len(rows), 0, at_shapes, at_p, 0] + [0] * (3 * len(rows)) + params
+                          + shapes + [0] * len(index) + [0], dtype=np.int64)
+        self.P = self.T[at_p:at_p + len(index)]       # a view: the addresses of the arrays
         self.C = np.array(list(constants) + [0.0], dtype=np.float64)
         self.entry_name, self.entry_source = entry_source(self.types, self.n_fixed)
         self.fn = None
@@ -96,9 +102,9 @@ class VM:
         T = self.T
         T[1] = self.C.ctypes.data
         for s, (name, p, guard) in enumerate(self._rows):
-            T[3 + 3 * s] = addr[name] if name is not None else 0
-            T[4 + 3 * s] = p
-            T[5 + 3 * s] = guard
+            T[HEAD + 3 * s] = addr[name] if name is not None else 0
+            T[HEAD + 1 + 3 * s] = p
+            T[HEAD + 2 + 3 * s] = guard
         for n, dt in enumerate(KERNEL_DTYPES):
             self.P[n] = arenas[dt].ctypes.data
 
@@ -135,19 +141,18 @@ _NUMBA_TYPES = {'<f8': 'float64', '<f4': 'float32', '<i8': 'int64', '|b1': 'bool
 
 def entry_source(types, n_fixed):
     """``(module name, source)`` of the entry for arrays of ``types`` ([(dtype string,
-    ndim)], C-contiguous) after ``T`` and ``P``: compiled for exactly those types, so
+    ndim)], C-contiguous) after ``T``: compiled for exactly those types, so
     that numba refuses any other (a TypeError, which the caller's general path
     explains) and never compiles for one silently.  It checks the shapes against
-    ``T`` (-3 if one differs), writes the arrays' addresses into ``P`` and runs the
-    steps from ``start``."""
+    ``T`` (-3 if one differs), writes the arrays' addresses into ``P`` (a part of
+    ``T``) and runs the steps from ``T[START]``."""
     n = len(types)
     xs = [f'x{j}' for j in range(n)]
     arr = [f"types.Array(types.{_NUMBA_TYPES[dt]}, {nd}, 'C')" for dt, nd in types]
-    vec = "types.Array(types.int64, 1, 'C')"
-    sig = f'types.int64({vec}, {vec}, ' + ''.join(a + ', ' for a in arr) + 'types.int64)'
+    sig = "types.int64(types.Array(types.int64, 1, 'C'), " + ', '.join(arr) + ')'
     L = [cache.HEADER, _CALL,
          f"@njit({sig}, cache=True, error_model='numpy', nogil=True)",
-         'def vm(T, P, ' + ''.join(x + ', ' for x in xs) + 'start):']
+         'def vm(T' + ''.join(', ' + x for x in xs) + '):']
     dims = []
     q = 0
     for j, (_, nd) in enumerate(types):
@@ -158,9 +163,10 @@ def entry_source(types, n_fixed):
     if dims:
         L.append('    if ' + ' or '.join(dims) + ':')
         L.append('        return -3')
+    L.append('    P = T[T[3]:]')
     L += [f'    P[{n_fixed + j}] = x{j}.ctypes.data' for j in range(n)]
-    L += ['    for s in range(start, T[0]):',
-          '        q = 3 + 3 * s',
+    L += [f'    for s in range(T[{START}], T[0]):',
+          f'        q = {HEAD} + 3 * s',
           '        f = T[q]',
           '        if f == 0:',
           '            return s',
