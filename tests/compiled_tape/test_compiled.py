@@ -197,3 +197,38 @@ def test_float32_tapes_run_float32_kernels():
     assert gx is None and g.dtype == np.float32 and np.asarray(val).dtype == np.float32
     np.testing.assert_allclose(val, ev, rtol=1e-5)
     np.testing.assert_allclose(g, eg, rtol=1e-5, atol=1e-6)
+
+
+def test_generated_calls_check_what_the_general_path_checks():
+    f = lambda w, n, s: np.sum(w[:n] ** 2) * s                       # noqa: E731
+    ctape = tr.compile(tr.GradientTape(f, np.ones(4), 2, 1.5, wrt=(0,)), background=False)
+    assert 'withgradient' in ctape.__dict__                          # generated
+    val, (g, _, _) = ctape.withgradient(np.arange(4.0), 2, 3.0)
+    assert val == 3.0 and np.array_equal(g, [0.0, 6.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match='recorded with 2'):
+        ctape.gradient(np.arange(4.0), 3, 3.0)                       # a constant of the tape
+    with pytest.raises(ValueError, match='shape'):
+        ctape.gradient(np.arange(5.0), 2, 3.0)
+    with pytest.raises(ValueError, match='dtype'):
+        ctape.gradient(np.arange(4, dtype=np.float32), 2, 3.0)
+    x = np.arange(8.0)[::2]                                          # not contiguous: copied
+    assert np.array_equal(ctape.gradient(x, 2, 1.0)[0], [0.0, 4.0, 0.0, 0.0])
+    x.flags.writeable = False
+    assert np.array_equal(ctape.gradient(x, 2, 1.0)[0], [0.0, 4.0, 0.0, 0.0])
+
+
+def test_generated_calls_of_array_arguments_refuse_other_signatures():
+    f = lambda w, X: np.sum(np.tanh(X @ w))                          # noqa: E731
+    w, X = np.ones(3), np.arange(6.0).reshape(2, 3) / 10
+    ctape = tr.compile(tr.GradientTape(f, w, X, wrt=(0,)), background=False)
+    assert 'withgradient' in ctape.__dict__
+    eg = tr.gradient(f, w, X)[0]
+    _close(ctape.gradient(w, X)[0], eg)
+    for bad, what in (((np.ones(4), X), 'shape'), ((w.astype(np.float32), X), 'dtype'),
+                      ((w, X[:, :2]), 'shape'), ((w,), '2 arguments')):
+        with pytest.raises(ValueError, match=what):
+            ctape.gradient(*bad)
+    Xr = X.copy()
+    Xr.flags.writeable = False
+    _close(ctape.gradient(w, Xr)[0], eg)                              # read-only: copied
+    _close(ctape.gradient(w, np.asfortranarray(X))[0], eg)            # not C: copied

@@ -74,8 +74,10 @@ def call_source(tape):
     env = {'empty': np.empty, 'vm': c.vm, 'T': c.T, 'ValGrad': ValGrad,
            'new': tuple.__new__, 'D': tape.__dict__, 'out_leaves': out_leaves, 'tape': tape,
            'unflatten_args': unflatten_args,
-           'DEFS': tape.arg_defs, 'WRT': tape.wrt, 'MATCH': tape.treedef.matcher(),
-           'AV': arena}
+           'DEFS': tape.arg_defs, 'WRT': tape.wrt, 'AV': arena,
+           # the structure only (the entry checks dtypes and shapes), unless an int is a
+           # constant of the tape: then its value too
+           'MATCH': tape._checker if tape.static else tape.treedef.matcher()}
     nleaves = len(tape.specs)
     # the leaves: the arguments themselves when each is one array passed to the entry
     direct = all(is_one_leaf(d) for d in tape.arg_defs) and c._leaves == list(range(nleaves))
@@ -88,8 +90,6 @@ def call_source(tape):
         leaf = [f'lv[{p}]' for p in range(nleaves)]
         for pos, (a, o) in scalars.items():
             env[f'A{pos}'] = a
-            if pos in tape.static:
-                return None, None
             kind = tape.specs[pos][1]
             head += [f'    if type({leaf[pos]}) is not {"float" if kind == np.float64 else "int"}:',
                      '        return GENERAL(tape, *args, out=out)',
