@@ -232,3 +232,24 @@ def test_generated_calls_of_array_arguments_refuse_other_signatures():
     Xr.flags.writeable = False
     _close(ctape.gradient(w, Xr)[0], eg)                              # read-only: copied
     _close(ctape.gradient(w, np.asfortranarray(X))[0], eg)            # not C: copied
+
+
+@pytest.mark.parametrize('dtype', [np.float64, np.float32])
+def test_products_through_blas_in_every_layout(dtype):
+    r = np.random.default_rng(4)
+    args = [r.standard_normal(s).astype(dtype) for s in ((20, 16), (16, 18), (16,), (20,))]
+
+    def f(A, B, v, u):
+        return (np.sum(np.sin(A @ B)) + np.sum(np.cos(A @ v)) + np.sum((u @ A) ** 2)
+                + np.sum(np.tanh(B.T @ A.T)))
+    ctape = tr.compile(tr.GradientTape(f, *args), background=False)
+    sources = ''.join(k.source for k in ctape.compiled.kernels)
+    assert ctape.fallbacks == [] and 'blas_gemm(' in sources and 'blas_gemv(' in sources
+    new = [r.standard_normal(a.shape).astype(dtype) for a in args]
+    val, grads = ctape.withgradient(*new)
+    ev, egrads = tr.withgradient(f, *new)
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == np.float64 else dict(rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(val, ev, **tol)
+    for g, eg in zip(grads, egrads):
+        assert g.dtype == dtype
+        np.testing.assert_allclose(g, eg, **tol)

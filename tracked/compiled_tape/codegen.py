@@ -37,11 +37,12 @@ import numpy as np
 from .buffers import DTYPE_NAMES, dtype_code
 
 __all__ = ['Kernel', 'Step', 'Constants', 'reduce_kernel', 'matmul_kernel', 'fill_kernel',
-           'guard_kernel', 'MAX_NDIM', 'BLAS_MIN_FLOPS', 'BLAS_MIN_MV']
+           'guard_kernel', 'MAX_NDIM', 'BLAS_MIN_FLOPS', 'BLAS_MIN_MV', 'T_GEMM', 'T_GEMV']
 
 MAX_NDIM = 4             # loop nests are generated per number of dimensions
 BLAS_MIN_FLOPS = 256       # m * k * n from which a product calls BLAS (loops: W4a 1.3x slower)
 BLAS_MIN_MV = 256          # m * k from which a matrix-vector product calls BLAS
+T_GEMM, T_GEMV = 5, 6      # where T holds the addresses of numba's BLAS helpers (vm.py)
 
 
 class Kernel:
@@ -165,20 +166,32 @@ def matmul_kernel(variant, blas='', code='F'):
     to call BLAS.  ``variant`` (see patterns.try_matmul) is the loop form: 'mvc', 'mv'
     (n == 1), 'dotc', 'loopc' or 'loop'.  ``blas`` ('NN', 'TN', 'NV', 'VT', ...: each
     operand a C matrix, the transpose of one, or a contiguous vector) adds a call of
-    ``np.dot`` taken when ``T`` says so: the choice between loops and BLAS is made from
-    the sizes at run time, so one kernel serves every size."""
+    BLAS's gemm or gemv taken when ``T`` says so: the choice between loops and BLAS is
+    made from the sizes at run time, so one kernel serves every size."""
     arrays = [code, code, code]
     L = ['m = T[p]', 'k = T[p + 1]', 'n = T[p + 2]',
          'fa = T[p + 3]', 'sa0 = T[p + 4]', 'sa1 = T[p + 5]',
          'fb = T[p + 6]', 'sb0 = T[p + 7]', 'sb1 = T[p + 8]', 'fo = T[p + 9]']
+    helpers = ''
     if blas:
+        helpers = _BLAS
+        kind = ord('d' if code == 'F' else 's')
         ta, tb = blas
-        A = {'N': 'a0[fa:fa + m * k].reshape((m, k))', 'T': 'a0[fa:fa + m * k].reshape((k, m)).T',
-             'V': 'a0[fa:fa + k]'}[ta]
-        B = {'N': 'a1[fb:fb + k * n].reshape((k, n))', 'T': 'a1[fb:fb + k * n].reshape((n, k)).T',
-             'V': 'a1[fb:fb + k]'}[tb]
-        out = 'a2[fo:fo + m * n]' if 'V' in blas else 'a2[fo:fo + m * n].reshape((m, n))'
-        L += ['if T[p + 10]:', f'    np.dot({A}, {B}, {out})', '    return 1']
+        L.append('if T[p + 10]:')             # 78, 84: 'N', 'T'
+        if 'V' not in blas:            # row-major C = A B is column-major C' = B' A'
+            opb, ldb = ('78', 'n') if tb == 'N' else ('84', 'k')
+            opa, lda = ('78', 'k') if ta == 'N' else ('84', 'm')
+            L.append(f'    blas_gemm(T[{T_GEMM}], {kind}, {opb}, {opa}, n, m, k, a1, fb, {ldb}, '
+                     f'a0, fa, {lda}, a2, fo, n)')
+        elif tb == 'V':                # y = A x: A's memory is A' (N) or A (T) column-major
+            L.append(f"    blas_gemv(T[{T_GEMV}], {kind}, 84, k, m, a0, fa, k, a1, fb, a2, fo)"
+                     if ta == 'N' else
+                     f"    blas_gemv(T[{T_GEMV}], {kind}, 78, m, k, a0, fa, m, a1, fb, a2, fo)")
+        else:                          # y = x B = B' x
+            L.append(f"    blas_gemv(T[{T_GEMV}], {kind}, 78, n, k, a1, fb, n, a0, fa, a2, fo)"
+                     if tb == 'N' else
+                     f"    blas_gemv(T[{T_GEMV}], {kind}, 84, k, n, a1, fb, k, a0, fa, a2, fo)")
+        L.append('    return 1')
     if variant == 'mvc':           # rows of A and b contiguous: slices, vectorisable
         L += ['vb = a1[fb:fb + k]',
               'for i in range(m):',
@@ -220,7 +233,64 @@ def matmul_kernel(variant, blas='', code='F'):
               '        av = a0[U(fa + i * sa0 + l * sa1)]',
               '        for j in range(n):',
               '            a2[U(fo + i * n + j)] += av * a1[U(fb + l * sb0 + j * sb1)]']
-    return Kernel(L, arrays, reassoc=True)
+    return Kernel(L, arrays, reassoc=True, helpers=helpers)
+
+
+# BLAS through numba's helpers (numba_xxgemm, numba_xxgemv: Fortran BLAS from SciPy),
+# called at the addresses in T[T_GEMM] and T[T_GEMV].  A kernel calling np.dot took
+# ~0.3 s of CPU more to compile (numba's np.dot checks and wraps); this takes nothing.
+_BLAS = '''
+from llvmlite import ir as _ir
+from numba.core import cgutils as _cg
+from numba.extending import intrinsic
+
+
+def _at(context, builder, aty, arr, off):
+    a = context.make_array(aty)(context, builder, arr)
+    return builder.bitcast(builder.gep(a.data, [off]), _ir.IntType(8).as_pointer())
+
+
+def _scalars(context, builder, aty):
+    lt = context.get_value_type(aty.dtype)
+    return (_cg.alloca_once_value(builder, lt(1.0)), _cg.alloca_once_value(builder, lt(0.0)))
+
+
+@intrinsic
+def blas_gemm(typingctx, fn, kind, ta, tb, m, n, k, A, ao, lda, B, bo, ldb, C, co, ldc):
+    \"\"\"numba_xxgemm(kind, ta, tb, m, n, k, 1, A + ao, lda, B + bo, ldb, 0, C + co, ldc).\"\"\"
+    def codegen(context, builder, sig, args):
+        i8, i64, ptr = _ir.IntType(8), _ir.IntType(64), _ir.IntType(8).as_pointer()
+        fnty = _ir.FunctionType(_ir.IntType(32), [i8, i8, i8, i64, i64, i64, ptr, ptr, i64,
+                                                  ptr, i64, ptr, ptr, i64])
+        one, zero = _scalars(context, builder, sig.args[7])
+        f = builder.inttoptr(args[0], fnty.as_pointer())
+        c8 = [builder.trunc(v, i8) for v in args[1:4]]
+        builder.call(f, c8 + list(args[4:7]) + [
+            builder.bitcast(one, ptr), _at(context, builder, sig.args[7], args[7], args[8]),
+            args[9], _at(context, builder, sig.args[10], args[10], args[11]), args[12],
+            builder.bitcast(zero, ptr), _at(context, builder, sig.args[13], args[13], args[14]),
+            args[15]])
+        return context.get_dummy_value()
+    return types.void(fn, kind, ta, tb, m, n, k, A, ao, lda, B, bo, ldb, C, co, ldc), codegen
+
+
+@intrinsic
+def blas_gemv(typingctx, fn, kind, trans, m, n, A, ao, lda, X, xo, Y, yo):
+    \"\"\"numba_xxgemv(kind, trans, m, n, 1, A + ao, lda, X + xo, 0, Y + yo).\"\"\"
+    def codegen(context, builder, sig, args):
+        i8, i64, ptr = _ir.IntType(8), _ir.IntType(64), _ir.IntType(8).as_pointer()
+        fnty = _ir.FunctionType(_ir.IntType(32), [i8, i8, i64, i64, ptr, ptr, i64, ptr, ptr,
+                                                  ptr])
+        one, zero = _scalars(context, builder, sig.args[5])
+        f = builder.inttoptr(args[0], fnty.as_pointer())
+        c8 = [builder.trunc(v, i8) for v in args[1:3]]
+        builder.call(f, c8 + list(args[3:5]) + [
+            builder.bitcast(one, ptr), _at(context, builder, sig.args[5], args[5], args[6]),
+            args[7], _at(context, builder, sig.args[8], args[8], args[9]),
+            builder.bitcast(zero, ptr), _at(context, builder, sig.args[10], args[10], args[11])])
+        return context.get_dummy_value()
+    return types.void(fn, kind, trans, m, n, A, ao, lda, X, xo, Y, yo), codegen
+'''
 
 
 def fill_kernel(code):

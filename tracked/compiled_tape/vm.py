@@ -9,7 +9,8 @@ before, took 3.3 s of the 9-11 s cold compile of the demo's MLP: numba typed eac
 call site and LLVM optimised every kernel again inlined into it.)
 
 ``T`` (int64) is ``[number of steps, address of C, where the shapes start, where P
-starts, the step to start at; (kernel address, parameter start, guard) per step;
+starts, the step to start at, the addresses of numba's gemm and gemv helpers;
+(kernel address, parameter start, guard) per step;
 every step's array indices in P and its integer parameters; the shapes of the
 entry's arrays; P]``.  ``C`` (float64) holds the constants; ``P`` the addresses of
 the arrays: one arena per kernel dtype (fixed), then the array inputs and the
@@ -26,10 +27,11 @@ import numpy as np
 
 from . import cache
 from .buffers import KERNEL_DTYPES
+from .codegen import T_GEMM, T_GEMV
 
-__all__ = ['VM', 'entry_source', 'run_kernel', 'HEAD', 'START']
+__all__ = ['VM', 'entry_source', 'run_kernel', 'blas_helpers', 'HEAD', 'START']
 
-HEAD = 5                 # T's header: steps, address of C, shapes at, P at, START
+HEAD = 7                 # T's header: steps, address of C, shapes at, P at, START, BLAS
 START = 4                # T[START]: the step the entry starts at (0, or where it resumes)
 
 
@@ -80,7 +82,7 @@ class VM:
         self._rows = [(name, p + base, guard) for name, p, guard in rows]
         at_shapes = base + len(params)
         at_p = at_shapes + len(shapes)
-        self.T = np.array([len(rows), 0, at_shapes, at_p, 0] + [0] * (3 * len(rows)) + params
+        self.T = np.array([len(rows), 0, at_shapes, at_p, 0, 0, 0] + [0] * (3 * len(rows)) + params
                           + shapes + [0] * len(index) + [0], dtype=np.int64)
         self.P = self.T[at_p:at_p + len(index)]       # a view: the addresses of the arrays
         self.C = np.array(list(constants) + [0.0], dtype=np.float64)
@@ -101,6 +103,7 @@ class VM:
         self.fn = cache.load(self.entry_name, self.entry_source).vm
         T = self.T
         T[1] = self.C.ctypes.data
+        T[T_GEMM], T[T_GEMV] = blas_helpers()
         for s, (name, p, guard) in enumerate(self._rows):
             T[HEAD + 3 * s] = addr[name] if name is not None else 0
             T[HEAD + 1 + 3 * s] = p
@@ -177,6 +180,12 @@ def entry_source(types, n_fixed):
     return 'vm_' + hashlib.sha1(source.encode()).hexdigest()[:16], source
 
 
+def blas_helpers():
+    """The addresses of numba's BLAS helpers ``numba_xxgemm`` and ``numba_xxgemv``."""
+    from numba import _helperlib
+    return _helperlib.c_helpers['xxgemm'], _helperlib.c_helpers['xxgemv']
+
+
 def run_kernel(kernel, arrays, params, constants=()):
     """Run ``kernel`` once on ``arrays`` (one per array parameter) with its integer
     ``params`` and float ``constants``; returns what it returns (0: a guard failed).
@@ -190,8 +199,11 @@ def run_kernel(kernel, arrays, params, constants=()):
     import ctypes
     fn = getattr(cache.load(kernel.name, cache.kernel_module(kernel)), kernel.name)
     P = np.array([a.ctypes.data for a in arrays], dtype=np.int64)
-    T = np.array(list(range(len(arrays))) + [int(v) for v in params] + [0], dtype=np.int64)
+    head = [0] * HEAD
+    head[T_GEMM], head[T_GEMV] = blas_helpers()
+    T = np.array(head + list(range(len(arrays))) + [int(v) for v in params] + [0],
+                 dtype=np.int64)
     C = np.array(list(constants) + [0.0], dtype=np.float64)
     return fn.ctypes(P.ctypes.data_as(ctypes.POINTER(ctypes.c_void_p)),
-                     T.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), 0,
+                     T.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), HEAD,
                      C.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
