@@ -173,7 +173,7 @@ def w4b_numba(w, X, y, g):
     n = X.shape[0]
     z = X @ w
     tot = 0.0
-    r = np.empty(n)
+    r = np.empty(n, X.dtype)          # X.dtype: the same code serves float32
     for i in range(n):
         zi = z[i]
         tot += max(zi, 0.0) + np.log1p(np.exp(-abs(zi))) - y[i] * zi
@@ -286,6 +286,13 @@ def run(report, wanted):
         _compiled(report, name, tr.GradientTape(w4b_f, w, X, y, wrt=(0,)), (w, X, y),
                   {'hand-written numba gradient (BLAS)': lambda: w4b_numba(w, X, y, g)})
         _jax(report, name, w4b_f, (w, X, y), 0)
+        # float32: the tape runs float32 kernels; the reference is the same numba code
+        # specialised for float32 arrays
+        w32, X32, y32 = (a.astype(np.float32) for a in (w, X, y))
+        g32 = np.empty(100, np.float32)
+        _compiled(report, 'W4b float32', tr.GradientTape(w4b_f, w32, X32, y32, wrt=(0,)),
+                  (w32, X32, y32),
+                  {'hand-written numba gradient (BLAS)': lambda: w4b_numba(w32, X32, y32, g32)})
     if want('W5'):
         name = 'W5 compiled hessian'
         W = rng.standard_normal((W5_N, W5_N)) / np.sqrt(W5_N)
