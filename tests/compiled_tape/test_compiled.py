@@ -253,3 +253,16 @@ def test_products_through_blas_in_every_layout(dtype):
     for g, eg in zip(grads, egrads):
         assert g.dtype == dtype
         np.testing.assert_allclose(g, eg, **tol)
+
+
+def test_generated_calls_write_into_whichever_out_is_given():
+    f = lambda w, X: np.sum(np.tanh(X @ w))                          # noqa: E731
+    w, X = np.ones(3), np.arange(6.0).reshape(2, 3) / 10
+    ctape = tr.compile(tr.GradientTape(f, w, X, wrt=(0,)), background=False)
+    a, b = ctape.gradient(w, X), ctape.gradient(2 * w, X)
+    for scale in (3.0, 4.0, 5.0):
+        for out in (a, b, a):
+            assert ctape.withgradient(scale * w, X, out=out).grad is out
+            _close(out[0], tr.gradient(f, scale * w, X)[0])
+    with pytest.raises(ValueError, match='out= for argument 0'):
+        ctape.gradient(w, X, out=(np.ones(4), None))

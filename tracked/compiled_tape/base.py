@@ -92,8 +92,8 @@ class Tape:
         self.program = Program(rec, outputs)
         self.n_outputs = len(outputs)
         self.out_specs, self.placements = self._layout()
-        self.__dict__.pop('_out_checker', None)
-        self.__dict__.pop('_out_checked', None)
+        for name in ('_out_checker', '_out_checked', '_out_last'):
+            self.__dict__.pop(name, None)
         self.compiled = None
         if self._compile_mode is not None:         # retraced: compile the new program
             self._start_compile(self._compile_mode == 'background')

@@ -26,8 +26,7 @@ For W4b (three array arguments) the generated ``withgradient`` reads::
                 grads = (g0, None, None, )
                 return new(ValGrad, (AV[100], grads))
         else:
-            last = D.get('_out_checked')
-            ol = last[1] if last is not None and out is last[2] else out_leaves(tape, out)
+            ol = LAST[1] if out is LAST[0] else out_leaves(tape, out)   # checked once
             g0, = ol
             try:
                 r = vm(T, *args, g0)
@@ -72,7 +71,7 @@ def call_source(tape):
     scalars = {pos: (arena, off) for arena, off, pos in c._scalars}
     arena, off = c._scalar_out[0]
     env = {'empty': np.empty, 'vm': c.vm, 'T': c.T, 'ValGrad': ValGrad,
-           'new': tuple.__new__, 'D': tape.__dict__, 'out_leaves': out_leaves, 'tape': tape,
+           'new': tuple.__new__, 'out_leaves': out_leaves, 'tape': tape,
            'unflatten_args': unflatten_args,
            'DEFS': tape.arg_defs, 'WRT': tape.wrt, 'AV': arena,
            # the structure only (the entry checks dtypes and shapes), unless an int is a
@@ -103,9 +102,8 @@ def call_source(tape):
     fresh = [f'        g{k} = empty(OS{k}, OD{k})' for k in grad_outs]
     for k, (shape, dtype) in enumerate(tape.out_specs):
         env[f'OS{k}'], env[f'OD{k}'] = shape, dtype
-    given = ["        last = D.get('_out_checked')",
-             '        ol = last[1] if last is not None and out is last[2] else '
-             'out_leaves(tape, out)']
+    env['LAST'] = tape.__dict__.setdefault('_out_last', [None, None])
+    given = ['        ol = LAST[1] if out is LAST[0] else out_leaves(tape, out)']
     if outs:
         given.append(f'        {", ".join(outs)}{"," if len(outs) == 1 else ""} = ol')
     L = []

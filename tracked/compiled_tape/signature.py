@@ -105,6 +105,9 @@ def out_leaves(tape, out):
     check_out(tape, leaves)
     simple = type(out) is tuple and all(type(g) is np.ndarray or g is None for g in out)
     tape._out_checked = (ids, leaves, out if simple else None)   # a tuple cannot change
+    last = tape.__dict__.get('_out_last')         # the same, for generated calls (calls.py)
+    if last is not None:
+        last[0], last[1] = (out if simple else None), leaves
     return leaves
 
 

@@ -345,6 +345,7 @@ def compile(tape, background=True):
                         f'{type(tape).__name__}')
     import copy
     new = copy.copy(tape)
+    new.__dict__.pop('_out_last', None)   # a list the generated calls update: not shared
     new._start_compile(background)
     new._install_calls()
     return new
