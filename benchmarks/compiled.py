@@ -1,10 +1,11 @@
 """Compiled tapes (tr.compile): W1, W3, W4a, W4b, W5 (HessianTape), W6.
 
-Each workload reports first its reference (the hand-written numba gradient; for W6
-the NumPy primal), then the compiled tape (value and gradient in one call, written
-into preallocated arrays with ``out=``), then ``jax.jit`` when JAX is installed.
-Compile times are measured in fresh processes: a first compile with an empty disk
-cache, then a second process loading the same tape from the cache.
+Each workload reports first its reference (the hand-written numba gradient, the
+fastest a competent user would write: BLAS through ``@`` inside ``@njit`` where it
+applies; for W6 the NumPy primal), then the compiled tape (value and gradient in
+one call) with the default call, which allocates the gradient, and with ``out=``,
+all timed in interleaved rounds; then ``jax.jit`` when JAX is installed.  Start-up
+and compile times are in startup.py.
 """
 import os
 import subprocess
@@ -15,7 +16,7 @@ import numpy as np
 from numba import njit
 
 import tracked as tr
-from common import median_us, peer
+from common import interleaved_us, median_us, peer
 
 # -------------------------------------------------------------------- W1 ------
 W1_STEPS = 200
@@ -79,7 +80,35 @@ def w4a_f(m, x, y, xp=np):
 
 
 @njit(cache=True)
-def w4a_numba(W1, b1, W2, b2, W3, b3, x, y, gW1, gb1, gW2, gb2, gW3, gb3, h1, h2, d2, d1):
+def w4a_numba(W1, b1, W2, b2, W3, b3, x, y, gW1, gb1, gW2, gb2, gW3, gb3):
+    """The reference: products through BLAS (``@`` inside ``@njit``), the rest in loops."""
+    B = x.shape[0]
+    h1 = np.tanh(x @ W1.T + b1)
+    h2 = np.tanh(h1 @ W2.T + b2)
+    r = h2 @ W3.T + b3 - y
+    loss = np.sum(r * r) / B
+    go = 2.0 * r / B
+    gW3[:] = go.T @ h2
+    gb3[0] = np.sum(go)
+    d2 = (go @ W3) * (1.0 - h2 * h2)
+    gW2[:] = d2.T @ h1
+    d1 = (d2 @ W2) * (1.0 - h1 * h1)
+    gW1[:] = d1.T @ x
+    for j in range(d2.shape[1]):
+        s2 = 0.0
+        s1 = 0.0
+        for n in range(B):
+            s2 += d2[n, j]
+            s1 += d1[n, j]
+        gb2[j] = s2
+        gb1[j] = s1
+    return loss
+
+
+@njit(cache=True)
+def w4a_numba_loops(W1, b1, W2, b2, W3, b3, x, y, gW1, gb1, gW2, gb2, gW3, gb3, h1, h2, d2,
+                    d1):
+    """Scalar loops only, one example at a time (slower here than BLAS: not the reference)."""
     B = x.shape[0]
     H = W1.shape[0]
     gW1[:] = 0.0
@@ -128,25 +157,29 @@ def w4a_numba(W1, b1, W2, b2, W3, b3, x, y, gW1, gb1, gW2, gb2, gW3, gb3, h1, h2
 
 # -------------------------------------------------------------------- W4b -----
 def w4b_f(w, X, y, xp=np):
-    return xp.mean(xp.logaddexp(0.0, -y * (X @ w)))
+    z = X @ w
+    return xp.mean(xp.logaddexp(0.0, z) - y * z)
+
+
+def w4b_data(rng):
+    """(w, X, y): 100 features, 50 samples, labels 0 or 1."""
+    return (rng.standard_normal(100) * 0.1, rng.standard_normal((50, 100)),
+            (rng.standard_normal(50) > 0).astype(np.float64))
 
 
 @njit(cache=True)
 def w4b_numba(w, X, y, g):
-    m, k = X.shape
-    for j in range(k):
-        g[j] = 0.0
-    loss = 0.0
-    for i in range(m):
-        z = 0.0
-        for j in range(k):
-            z += X[i, j] * w[j]
-        t = -y[i] * z
-        loss += max(t, 0.0) + np.log1p(np.exp(-abs(t)))
-        c = -y[i] / (1.0 + np.exp(-t)) / m
-        for j in range(k):
-            g[j] += c * X[i, j]
-    return loss / m
+    """The reference: BLAS for both products, one scalar loop for the loss and residual."""
+    n = X.shape[0]
+    z = X @ w
+    tot = 0.0
+    r = np.empty(n, X.dtype)          # X.dtype: the same code serves float32
+    for i in range(n):
+        zi = z[i]
+        tot += max(zi, 0.0) + np.log1p(np.exp(-abs(zi))) - y[i] * zi
+        r[i] = (1.0 / (1.0 + np.exp(-zi)) - y[i]) / n
+    g[:] = X.T @ r
+    return tot / n
 
 
 # -------------------------------------------------------------------- W5 ------
@@ -200,41 +233,18 @@ def _jax(report, name, f, args, wrt, hessian=False):
     report(name, 'jax.jit', median_us(call))
 
 
-def _compiled(report, name, tape, args):
-    ctape = tr.compile(tape)
+def _compiled(report, name, tape, args, refs):
+    """Report ``refs`` ({label: call}, the reference first) and the compiled tape, called
+    with the default (allocating) call and with ``out=``, timed in interleaved rounds."""
+    ctape = tr.compile(tape, background=False)
     g = ctape.gradient(*args)
-    report(name, 'tracked compiled (out=)', median_us(lambda: ctape.withgradient(*args, out=g)),
-           note=f'{len(ctape.fallbacks)} fallbacks' if ctape.fallbacks else '')
+    calls = dict(refs)
+    calls['tracked compiled (default call)'] = lambda: ctape.withgradient(*args)
+    calls['tracked compiled (out=)'] = lambda: ctape.withgradient(*args, out=g)
+    note = f'{len(ctape.fallbacks)} fallbacks' if ctape.fallbacks else ''
+    for label, us in interleaved_us(calls).items():
+        report(name, label, us, note=note if label.startswith('tracked') else '')
     return ctape
-
-
-_COMPILE_SCRIPT = r'''
-import sys, time
-sys.path.insert(0, {bench!r})
-sys.path.insert(0, {root!r})
-import numpy as np
-import numba  # noqa: F401  (import time is not compile time)
-import tracked as tr
-from compiled import w1_f
-tape = tr.GradientTape(w1_f, np.random.default_rng(0).standard_normal(10))
-t0 = time.perf_counter()
-tr.compile(tape)
-print(time.perf_counter() - t0)
-'''
-
-
-def compile_times():
-    """(first compile of W1 with an empty disk cache, the same in a new process)."""
-    with tempfile.TemporaryDirectory() as d:
-        env = dict(os.environ, TRACKED_CACHE_DIR=d)
-        bench = os.path.dirname(os.path.abspath(__file__))
-        code = _COMPILE_SCRIPT.format(bench=bench, root=os.path.dirname(bench))
-        out = []
-        for _ in range(2):
-            r = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True,
-                               text=True, check=True)
-            out.append(float(r.stdout.strip().splitlines()[-1]))
-    return out
 
 
 def run(report, wanted):
@@ -247,49 +257,55 @@ def run(report, wanted):
         name = 'W1 compiled'
         x0 = rng.standard_normal(10)
         xs, g = np.empty(W1_STEPS), np.empty(10)
-        report(name, 'hand-written numba gradient', median_us(lambda: w1_numba(x0, xs, g)))
-        _compiled(report, name, tr.GradientTape(w1_f, x0), (x0,))
+        _compiled(report, name, tr.GradientTape(w1_f, x0), (x0,),
+                  {'hand-written numba gradient': lambda: w1_numba(x0, xs, g)})
         _jax(report, name, w1_f, (x0,), 0)
-        first, cached = compile_times()
-        print(f'W1 compile time: first {first:.2f} s (target 3 s), new process with the disk '
-              f'cache {cached:.2f} s (target 0.5 s)', flush=True)
     if want('W3'):
         for n, label in ((100, '100'), (100_000, '1e5')):
             name = f'W3 n={label} compiled'
             x = rng.standard_normal(n)
             g = np.empty(n)
-            report(name, 'hand-written numba gradient', median_us(lambda: w3_numba(x, g)))
-            _compiled(report, name, tr.GradientTape(w3_f, x), (x,))
+            _compiled(report, name, tr.GradientTape(w3_f, x), (x,),
+                      {'hand-written numba gradient': lambda: w3_numba(x, g)})
             _jax(report, name, w3_f, (x,), 0)
     if want('W4a'):
         name = 'W4a compiled'
         m, x, y = w4a_init(rng)
         order = ['W1', 'b1', 'W2', 'b2', 'W3', 'b3']
-        grads = [np.empty_like(m[k]) for k in order]
+        ps = [m[k] for k in order]
+        grads = [np.empty_like(p) for p in ps]
         tmp = [np.empty(16) for _ in range(4)]
-        report(name, 'hand-written numba gradient',
-               median_us(lambda: w4a_numba(*[m[k] for k in order], x, y, *grads, *tmp)))
-        _compiled(report, name, tr.GradientTape(w4a_f, m, x, y, wrt=(0,)), (m, x, y))
+        _compiled(report, name, tr.GradientTape(w4a_f, m, x, y, wrt=(0,)), (m, x, y), {
+            'hand-written numba gradient (BLAS)': lambda: w4a_numba(*ps, x, y, *grads),
+            'hand-written numba, scalar loops': lambda: w4a_numba_loops(*ps, x, y, *grads, *tmp)})
         _jax(report, name, w4a_f, (m, x, y), 0)
     if want('W4b'):
         name = 'W4b compiled'
-        w = rng.standard_normal(100) * 0.1
-        X = rng.standard_normal((50, 100))
-        y = np.sign(rng.standard_normal(50))
+        w, X, y = w4b_data(rng)
         g = np.empty(100)
-        report(name, 'hand-written numba gradient', median_us(lambda: w4b_numba(w, X, y, g)))
-        _compiled(report, name, tr.GradientTape(w4b_f, w, X, y, wrt=(0,)), (w, X, y))
+        _compiled(report, name, tr.GradientTape(w4b_f, w, X, y, wrt=(0,)), (w, X, y),
+                  {'hand-written numba gradient (BLAS)': lambda: w4b_numba(w, X, y, g)})
         _jax(report, name, w4b_f, (w, X, y), 0)
+        # float32: the tape runs float32 kernels; the reference is the same numba code
+        # specialised for float32 arrays
+        w32, X32, y32 = (a.astype(np.float32) for a in (w, X, y))
+        g32 = np.empty(100, np.float32)
+        _compiled(report, 'W4b float32', tr.GradientTape(w4b_f, w32, X32, y32, wrt=(0,)),
+                  (w32, X32, y32),
+                  {'hand-written numba gradient (BLAS)': lambda: w4b_numba(w32, X32, y32, g32)})
     if want('W5'):
         name = 'W5 compiled hessian'
         W = rng.standard_normal((W5_N, W5_N)) / np.sqrt(W5_N)
         x = rng.standard_normal(W5_N)
         H, d = np.empty((W5_N, W5_N)), np.empty(W5_N)
-        report(name, 'hand-written numba Hessian', median_us(lambda: w5_numba(x, W, H, d)))
-        htape = tr.compile(tr.HessianTape(lambda v: w5_f(v, W), x))
+        htape = tr.compile(tr.HessianTape(lambda v: w5_f(v, W), x), background=False)
         Hout = htape.hessian(x)
-        report(name, 'tracked compiled HessianTape', median_us(lambda: htape.hessian(x, out=Hout)),
-               note=f'{len(htape.fallbacks)} fallbacks' if htape.fallbacks else '')
+        note = f'{len(htape.fallbacks)} fallbacks' if htape.fallbacks else ''
+        for label, us in interleaved_us({
+                'hand-written numba Hessian': lambda: w5_numba(x, W, H, d),
+                'tracked compiled HessianTape (default call)': lambda: htape.hessian(x),
+                'tracked compiled HessianTape (out=)': lambda: htape.hessian(x, out=Hout)}).items():
+            report(name, label, us, note=note if label.startswith('tracked') else '')
         jax = peer('jax')
         if jax is not None:
             jW = jax.numpy.asarray(W)
@@ -299,6 +315,6 @@ def run(report, wanted):
     if want('W6'):
         name = 'W6 compiled'
         a, b = rng.standard_normal((100, 100)), rng.standard_normal((100, 100))
-        report(name, 'NumPy primal (no gradient)', median_us(lambda: w6_f(a, b)))
-        _compiled(report, name, tr.GradientTape(w6_f, a, b), (a, b))
+        _compiled(report, name, tr.GradientTape(w6_f, a, b), (a, b),
+                  {'NumPy primal (no gradient)': lambda: w6_f(a, b)})
         _jax(report, name, w6_f, (a, b), (0, 1))

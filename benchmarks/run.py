@@ -1,10 +1,12 @@
 """Run the benchmark workloads of shared/BENCHMARKS.md and print ratios from one run.
 
     python benchmarks/run.py            # every workload
-    python benchmarks/run.py W1 W3      # a selection
+    python benchmarks/run.py W1 W3      # a selection (MLP or STARTUP: start-up only)
 
 Each row: median µs per call, and the ratio to the workload's reference (the first
 implementation reported: plain NumPy forward or hand-written gradient, as named).
+Compiled tapes are reported with the default call and with ``out=``; start-up lines
+(startup.py) give the first gradient and the cold and warm compile times.
 """
 import os
 import sys
@@ -24,7 +26,7 @@ MALLOC_FIXED = fix_malloc()
 
 import importlib  # noqa: E402
 
-MODULES = ['eager', 'hessian', 'forward', 'compiled']
+MODULES = ['eager', 'hessian', 'forward', 'compiled', 'startup']
 
 
 def main(argv):
@@ -36,7 +38,7 @@ def main(argv):
             return
         rows.append((workload, impl, us, note))
         ref = next(r for r in rows if r[0] == workload)
-        print(f'{workload:<14} {impl:<34} {us:>12.1f} µs   {us / ref[2]:>7.2f}x {ref[1]}'
+        print(f'{workload:<14} {impl:<44} {us:>12.1f} µs   {us / ref[2]:>7.2f}x {ref[1]}'
               f'{"   " + note if note else ""}', flush=True)
 
     print(f'malloc thresholds fixed: {MALLOC_FIXED}; one thread per library')

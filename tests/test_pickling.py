@@ -169,7 +169,7 @@ def test_rules_and_checkpoints_in_functions_travel_by_value_with_cloudpickle():
 
 def test_compiled_tape_recompiles_from_the_disk_cache_in_a_new_process(tmp_path):
     model, (x, y) = _model(), _data()
-    ctape = tr.compile(tr.GradientTape(loss, model, x, y, wrt=(0,)))
+    ctape = tr.compile(tr.GradientTape(loss, model, x, y, wrt=(0,)), background=False)
     expected = ctape.withgradient(model, x, y)
     (tmp_path / 'in.pkl').write_bytes(pickle.dumps((ctape, model, x, y)))
     code = ('import pickle, sys\n'

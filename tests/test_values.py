@@ -323,7 +323,8 @@ def test_asarray_raises_pointing_to_data():
     assert type(tr.data(W)) is np.ndarray       # the suggested fix works
 
 
-@pytest.mark.parametrize('fn, name', [(np.roots, 'np.roots')])
+@pytest.mark.parametrize('fn, name', [(lambda x: np.insert(x, 1, 0.0), 'np.insert'),
+                                      (np.frompyfunc(abs, 1, 1), 'abs (vectorized)')])
 def test_function_without_rule_raises_naming_it(fn, name):
     W = tr.param(np.linspace(0.0, 1.0, 8))
     with pytest.raises(TypeError) as err:

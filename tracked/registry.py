@@ -23,6 +23,8 @@ import pickle
 import sys
 import types
 
+import numpy as np
+
 RULES = {}        # NumPy callable (ufunc, function, or operator.*) -> Primitive | composite
 NONDIFF = {}      # NumPy callable -> True: outputs are plain values, never tracked
 REDUCE = {}       # ufunc -> the function that ``ufunc.reduce`` means (np.add -> np.sum)
@@ -474,4 +476,11 @@ def display_name(fun):
             return f'np.{sub}.{base}'
     if mod == '_operator' or mod == 'operator':
         return 'operator.' + base
-    return 'np.' + base
+    owner = getattr(fun, '__objclass__', None) or getattr(fun, '__self__', None)
+    if owner is np.ndarray:
+        return 'ndarray.' + base
+    if isinstance(owner, np.ufunc):
+        return f'{display_name(owner)}.{base}'
+    if mod.startswith('numpy') or getattr(np, base, None) is fun:
+        return 'np.' + base
+    return f'{mod}.{base}' if mod and mod != 'builtins' else base   # np.frompyfunc's, a user's

@@ -39,14 +39,14 @@ def mlp():
     m = make_model(np.random.default_rng(0))
     x, y = rng.standard_normal((64, 3)), rng.standard_normal((64, 1))
     tape = tr.GradientTape(mlp_loss, m, x, y, wrt=(0,))
-    return tape, tr.compile(tape), (m, x, y)
+    return tape, tr.compile(tape, background=False), (m, x, y)
 
 
 @pytest.fixture(scope='module')
 def branch():
     x = np.array([0.3, 0.9, -0.2, 0.7])
     tape = tr.GradientTape(branchy, x, 2.0, wrt=(0,))
-    return tape, tr.compile(tape)
+    return tape, tr.compile(tape, background=False)
 
 
 def test_compiled_gradient_matches_eager_on_new_inputs(mlp):
@@ -112,7 +112,7 @@ def test_compiled_guards_fallbacks_masks_and_indices(branch):
 
 
 def test_reversediff_branch_case_compiled():
-    tape = tr.compile(tr.GradientTape(lambda x: 0.0 * x if x < 0 else x, -1.3))
+    tape = tr.compile(tr.GradientTape(lambda x: 0.0 * x if x < 0 else x, -1.3), background=False)
     assert tape.gradient(-0.7) == (0.0,)
     with pytest.raises(tr.TapeGuardError):
         tape.gradient(1.34)
@@ -120,7 +120,7 @@ def test_reversediff_branch_case_compiled():
 
 def test_retrace_recompiles_on_another_path():
     tape = tr.compile(tr.GradientTape(lambda x: 0.0 * x if x < 0 else x, -1.3,
-                                      on_guard='retrace'))
+                                      on_guard='retrace'), background=False)
     assert tape.gradient(1.34) == (1.0,)
     assert tape.compiled is not None
 
@@ -129,19 +129,19 @@ def test_compiled_custom_rule_is_recomputed():
     @tr.rule
     def cube(x):
         return x ** 3, lambda dy: (dy * 3 * x ** 2,)
-    tape = tr.compile(tr.GradientTape(lambda x: np.sum(cube(x)), np.array([1.0, 2.0])))
+    tape = tr.compile(tr.GradientTape(lambda x: np.sum(cube(x)), np.array([1.0, 2.0])), background=False)
     _close(tape.gradient(np.array([3.0, -1.0]))[0], [27.0, 3.0])
 
 
 def test_compiled_hessian_and_jacobian_tapes():
     W = rng.standard_normal((3, 3))
     f = lambda x: np.sum(np.tanh(W @ x)) + 0.5 * np.sum(x ** 2)
-    h = tr.compile(tr.HessianTape(f, rng.standard_normal(3)))
+    h = tr.compile(tr.HessianTape(f, rng.standard_normal(3)), background=False)
     x2 = rng.standard_normal(3)
     _close(h.hessian(x2), tr.hessian(f, x2))
     H = np.empty((3, 3))
     assert h.hessian(x2, out=H) is H
-    j = tr.compile(tr.JacobianTape(lambda x: np.tanh(W @ x), x2))
+    j = tr.compile(tr.JacobianTape(lambda x: np.tanh(W @ x), x2), background=False)
     x3 = rng.standard_normal(3)
     _close(j.jacobian(x3)[0], tr.jacobian(lambda x: np.tanh(W @ x), x3)[0])
 
@@ -160,11 +160,12 @@ def test_auto_compiled_backend_caches_by_signature_and_follows_branches():
 _SUBPROCESS = r'''
 import numpy as np, tracked as tr
 from tracked.compiled_tape import cache
-tape = tr.compile(tr.GradientTape(lambda x: np.sum(np.exp(x) * 1.5 - x), np.ones(4)))
+tape = tr.compile(tr.GradientTape(lambda x: np.sum(np.exp(x) * 1.5 - x), np.ones(4)), background=False)
 assert np.allclose(tape.gradient(np.zeros(4))[0], 0.5)
 c = tape.compiled
-hits = sum(sum(d.stats.cache_hits.values()) for d in [c.vm] + [__import__(k.name).__dict__[k.name] for k in c.kernels])
-misses = sum(sum(d.stats.cache_misses.values()) for d in [c.vm] + [__import__(k.name).__dict__[k.name] for k in c.kernels])
+kernels = [getattr(__import__(k.name), k.name) for k in c.kernels]
+hits = sum(k.cache_hits for k in kernels) + sum(c.vm.stats.cache_hits.values())
+misses = sum(1 - k.cache_hits for k in kernels) + sum(c.vm.stats.cache_misses.values())
 print(hits, misses)
 '''
 
@@ -191,3 +192,89 @@ def test_the_disk_cache_honours_xdg_cache_home(monkeypatch, tmp_path):
     monkeypatch.delenv('TRACKED_CACHE_DIR')
     monkeypatch.delenv('XDG_CACHE_HOME')
     cache.cache_dir()                                   # back to the default for later tests
+
+
+def test_float32_tapes_run_float32_kernels():
+    r = np.random.default_rng(3)
+    f = lambda w, x: np.sum(np.tanh(x @ w.T) * 0.5) + np.mean(w ** 2)   # noqa: E731
+    w, x = (r.standard_normal(s).astype(np.float32) for s in ((8, 3), (16, 3)))
+    ctape = tr.compile(tr.GradientTape(f, w, x, wrt=(0,)), background=False)
+    assert ctape.fallbacks == []
+    sources = [k.source for k in ctape.compiled.kernels]
+    assert any('np.float32' in s for s in sources)           # float32 arrays and rounding
+    assert not any('np.float64)' in s for s in sources)      # no float64 array at all
+    w2 = r.standard_normal((8, 3)).astype(np.float32)
+    val, (g, gx) = ctape.withgradient(w2, x)
+    ev, (eg, _) = tr.withgradient(f, w2, x)
+    assert gx is None and g.dtype == np.float32 and np.asarray(val).dtype == np.float32
+    np.testing.assert_allclose(val, ev, rtol=1e-5)
+    np.testing.assert_allclose(g, eg, rtol=1e-5, atol=1e-6)
+
+
+def test_generated_calls_check_what_the_general_path_checks():
+    f = lambda w, n, s: np.sum(w[:n] ** 2) * s                       # noqa: E731
+    ctape = tr.compile(tr.GradientTape(f, np.ones(4), 2, 1.5, wrt=(0,)), background=False)
+    assert 'withgradient' in ctape.__dict__                          # generated
+    val, (g, _, _) = ctape.withgradient(np.arange(4.0), 2, 3.0)
+    assert val == 3.0 and np.array_equal(g, [0.0, 6.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match='recorded with 2'):
+        ctape.gradient(np.arange(4.0), 3, 3.0)                       # a constant of the tape
+    with pytest.raises(ValueError, match='shape'):
+        ctape.gradient(np.arange(5.0), 2, 3.0)
+    with pytest.raises(ValueError, match='dtype'):
+        ctape.gradient(np.arange(4, dtype=np.float32), 2, 3.0)
+    x = np.arange(8.0)[::2]                                          # not contiguous: copied
+    assert np.array_equal(ctape.gradient(x, 2, 1.0)[0], [0.0, 4.0, 0.0, 0.0])
+    x.flags.writeable = False
+    assert np.array_equal(ctape.gradient(x, 2, 1.0)[0], [0.0, 4.0, 0.0, 0.0])
+
+
+def test_generated_calls_of_array_arguments_refuse_other_signatures():
+    f = lambda w, X: np.sum(np.tanh(X @ w))                          # noqa: E731
+    w, X = np.ones(3), np.arange(6.0).reshape(2, 3) / 10
+    ctape = tr.compile(tr.GradientTape(f, w, X, wrt=(0,)), background=False)
+    assert 'withgradient' in ctape.__dict__
+    eg = tr.gradient(f, w, X)[0]
+    _close(ctape.gradient(w, X)[0], eg)
+    for bad, what in (((np.ones(4), X), 'shape'), ((w.astype(np.float32), X), 'dtype'),
+                      ((w, X[:, :2]), 'shape'), ((w,), '2 arguments')):
+        with pytest.raises(ValueError, match=what):
+            ctape.gradient(*bad)
+    Xr = X.copy()
+    Xr.flags.writeable = False
+    _close(ctape.gradient(w, Xr)[0], eg)                              # read-only: copied
+    _close(ctape.gradient(w, np.asfortranarray(X))[0], eg)            # not C: copied
+
+
+@pytest.mark.parametrize('dtype', [np.float64, np.float32])
+def test_products_through_blas_in_every_layout(dtype):
+    r = np.random.default_rng(4)
+    args = [r.standard_normal(s).astype(dtype) for s in ((20, 16), (16, 18), (16,), (20,))]
+
+    def f(A, B, v, u):
+        return (np.sum(np.sin(A @ B)) + np.sum(np.cos(A @ v)) + np.sum((u @ A) ** 2)
+                + np.sum(np.tanh(B.T @ A.T)))
+    ctape = tr.compile(tr.GradientTape(f, *args), background=False)
+    sources = ''.join(k.source for k in ctape.compiled.kernels)
+    assert ctape.fallbacks == [] and 'blas_gemm(' in sources and 'blas_gemv(' in sources
+    new = [r.standard_normal(a.shape).astype(dtype) for a in args]
+    val, grads = ctape.withgradient(*new)
+    ev, egrads = tr.withgradient(f, *new)
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == np.float64 else dict(rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(val, ev, **tol)
+    for g, eg in zip(grads, egrads):
+        assert g.dtype == dtype
+        np.testing.assert_allclose(g, eg, **tol)
+
+
+def test_generated_calls_write_into_whichever_out_is_given():
+    f = lambda w, X: np.sum(np.tanh(X @ w))                          # noqa: E731
+    w, X = np.ones(3), np.arange(6.0).reshape(2, 3) / 10
+    ctape = tr.compile(tr.GradientTape(f, w, X, wrt=(0,)), background=False)
+    a, b = ctape.gradient(w, X), ctape.gradient(2 * w, X)
+    for scale in (3.0, 4.0, 5.0):
+        for out in (a, b, a):
+            assert ctape.withgradient(scale * w, X, out=out).grad is out
+            _close(out[0], tr.gradient(f, scale * w, X)[0])
+    with pytest.raises(ValueError, match='out= for argument 0'):
+        ctape.gradient(w, X, out=(np.ones(4), None))

@@ -60,7 +60,7 @@ def _inputs(seed):
 def compiled_loss():
     w, x = _inputs(0)
     tape = GradientTape(loss, w, x, wrt=(0,))
-    return tape, tr.compile(tape)
+    return tape, tr.compile(tape, background=False)
 
 
 # --------------------------------------------------------------------------
@@ -172,7 +172,7 @@ def test_recorded_penalty_is_differentiable_in_the_cotangent():
     for seed in range(2):
         w2, x2 = np.random.default_rng(seed).standard_normal((2, 3))
         _close(tape.gradient(w2, x2)[0], 2 * w2 * _derf(x2) ** 2)
-    ctape = tr.compile(tape)
+    ctape = tr.compile(tape, background=False)
     names = [f.instr.name for f in ctape.fallbacks]
     assert names == ['serf[opaque]', 'serf[opaque].pullback[0]', 'serf[opaque].pullback[0].T']
     assert ctape.fallbacks[0].reason == 'no kernel form for serf[opaque]'

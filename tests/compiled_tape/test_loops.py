@@ -2,19 +2,17 @@
 templates becomes a numba kernel that reads its sizes and offsets from ``T``."""
 import numpy as np
 
-from tracked.compiled_tape import cache
 from tracked.compiled_tape.buffers import Storage
 from tracked.compiled_tape.codegen import Constants
 from tracked.compiled_tape.loops import Loop, loop_kernel, map_loop
+from tracked.compiled_tape.vm import run_kernel
 
 
 def _run(loop, arrays):
     """Compile ``loop`` and run it on ``arrays`` (one per kernel parameter)."""
     constants = Constants()
     kernel, slots, params = loop_kernel(loop, constants)
-    fn = getattr(cache.load(kernel.name, cache.kernel_module(kernel)), kernel.name)
-    T = np.array(list(params) + [0], dtype=np.int64)
-    fn(*arrays, T, 0, np.array(constants.values + [0.0]))
+    run_kernel(kernel, arrays, params, constants.values)
     return kernel, slots
 
 

@@ -12,7 +12,7 @@ from tracked.rules.indexing import scatter_add
 
 def _compiled(f, *args, wrt=None):
     tape = tr.GradientTape(f, *args, wrt=wrt)
-    return tape, tr.compile(tape)
+    return tape, tr.compile(tape, background=False)
 
 
 def _same(tape, ctape, *args):
@@ -35,18 +35,18 @@ def test_renaming_a_rule_changes_nothing_that_fuses(monkeypatch):
     def f(x):
         return np.sum(np.sin(x) * 1.5 + np.sin(x[::-1]))
     x = np.linspace(0.1, 1.0, 5)
-    before = [k.name for k in tr.compile(tr.GradientTape(f, x)).compiled.kernels]
+    before = [k.name for k in tr.compile(tr.GradientTape(f, x), background=False).compiled.kernels]
     monkeypatch.setattr(registry.RULES[np.sin], 'name', 'renamed_sine')
     tape = tr.GradientTape(f, x)
     assert 'renamed_sine' in str(tape)
-    ctape = tr.compile(tape)
+    ctape = tr.compile(tape, background=False)
     assert [k.name for k in ctape.compiled.kernels] == before
     assert ctape.fallbacks == []
 
 
 @pytest.mark.parametrize('f, x, reason', [
     (lambda x: np.sum(np.cumsum(x) * x), np.ones(3), 'no kernel form for np.cumsum'),
-    (lambda x: np.sum(np.sin(x)), np.ones(3, np.float32), 'float32: no kernel dtype'),
+    (lambda x: np.sum(np.sin(x)), np.ones(3, np.float16), 'float16: no kernel dtype'),
     (lambda x: np.sum(np.sin(x)), np.ones((1, 2, 1, 2, 1)),
      '5-d: kernels take at most 4 dimensions'),
     (lambda x: np.sum(x[np.nonzero(x > 0.6)] ** 2), np.linspace(0, 1, 5), 'tuple-valued result'),
@@ -107,7 +107,7 @@ def test_complex_values_run_in_numpy():
         tape = tr.GradientTape(f, np.ones(3))
     except TypeError:
         pytest.skip('complex values are not supported by this version of the core')
-    ctape = tr.compile(tape)
+    ctape = tr.compile(tape, background=False)
     assert 'complex128: no kernel dtype' in [fb.reason for fb in ctape.fallbacks]
     _same(tape, ctape, np.array([0.3, 0.5, 0.9]))
 

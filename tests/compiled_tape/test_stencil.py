@@ -29,7 +29,7 @@ def rows(X):                         # 2-d: shifted rows are 3 elements apart
 
 
 def _check(f, shape, seeds=(0, 1)):
-    ctape = tr.compile(tr.GradientTape(f, np.ones(shape)))
+    ctape = tr.compile(tr.GradientTape(f, np.ones(shape)), background=False)
     for s in seeds:
         x = np.random.default_rng(s).standard_normal(shape)
         val, (g,) = ctape.withgradient(x)

@@ -233,6 +233,11 @@ def test_arrays_tied_on_replay_but_not_when_recorded_are_another_structure():
     tape = tr.GradientTape(g, {'a': W1, 'b': W2})
     with pytest.raises(ValueError, match='tied'):
         tape.gradient({'a': W1, 'b': W1})
+    g2 = lambda m: np.sum(m['a'] ** 2 + m['b'] ** 3)     # noqa: E731
+    ctape = tr.compile(tr.GradientTape(g2, {'a': W1, 'b': W2}), background=False)
+    assert 'gradient' in ctape.__dict__                 # the generated calls check it too
+    with pytest.raises(ValueError, match='tied'):
+        ctape.gradient({'a': W1, 'b': W1})
     ad = tr.AutoCompiled(compile=False)                 # records a tape for the tied case
     tied = tr.gradient(g, ad, {'a': W1, 'b': W1})[0]
     _close(tied['a'], [5.0, 5.0])                       # the total, in both places

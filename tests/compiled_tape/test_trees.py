@@ -107,7 +107,7 @@ def _check_model_gradient(g, eg):
 def tapes():
     m, x = make_model(0), np.linspace(-1, 1, 3)
     tape = tr.GradientTape(loss, m, x, wrt=(0,))
-    return tape, tr.compile(tape)
+    return tape, tr.compile(tape, background=False)
 
 
 @pytest.mark.parametrize('which', ['tape', 'compiled'])
@@ -195,7 +195,7 @@ def test_static_function_in_the_model_is_checked_on_replay():
     x = np.array([[0.5, -1.0, 2.0]])
     net = tr.nn.Dense(np.array([[1.0, -2.0, 0.5]]), np.array([0.1]), np.tanh)
     f = lambda m: np.sum(m(x))
-    tape = tr.compile(tr.GradientTape(f, net))
+    tape = tr.compile(tr.GradientTape(f, net), background=False)
     other = tr.nn.Dense(net.weight, net.bias, tr.nn.relu)
     with pytest.raises(ValueError, match='structure'):  # never the recorded tanh silently
         tape(other)
@@ -255,7 +255,7 @@ def test_complex_leaves_are_differentiated_as_in_gradient():
     _close(ta, ea)
     _close(tz, ez)
     _close(gz, z / np.abs(z))                   # d|z|/dx + i d|z|/dy = z / |z|
-    ctape = tr.compile(tape)
+    ctape = tr.compile(tape, background=False)
     _close(ctape.gradient(np.ones(1), 2 * z)[1], ez)
     tape = tr.GradientTape(f, np.ones(1), z, wrt=0)    # outside wrt: an input, not static
     _close(tape.gradient(np.ones(1), 2 * z)[0], [np.sum(np.abs(2 * z))])

@@ -3,7 +3,7 @@
 and agree with elementwise central finite differences; order 2 via gradcheck."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tracked as tr
@@ -40,6 +40,14 @@ BINARY = [
     (np.fmod, ANY, magnitude(0.6, 1.4)),
 ]
 IDS = [op.__name__ for op, _, _ in BINARY]
+TIES = (np.maximum, np.minimum, np.fmax, np.fmin)   # a kink where x == y
+
+
+def away_from_ties(op, x, y):
+    """Skip examples within finite differences' reach of a kink (hypothesis found
+    1.19325589 against 1.19325649)."""
+    if op in TIES:
+        assume(np.min(np.abs(np.subtract(x, y)), initial=1.0) > 1e-4)
 
 SETTINGS = settings(max_examples=30, deadline=None)
 two_shapes = hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3,
@@ -79,7 +87,9 @@ def check_against_fd(f, args):
 def test_binary_gradient_shapes_and_values(op, make_x, make_y, shapes, seed):
     rng = np.random.default_rng(seed)
     sx, sy = shapes.input_shapes
-    check_against_fd(op, [make_x(rng, sx), make_y(rng, sy)])
+    x, y = make_x(rng, sx), make_y(rng, sy)
+    away_from_ties(op, x, y)
+    check_against_fd(op, [x, y])
 
 
 @pytest.mark.parametrize('op, make_x, make_y', BINARY[:8], ids=IDS[:8])
@@ -89,6 +99,7 @@ def test_binary_second_order(op, make_x, make_y, shapes, seed):
     rng = np.random.default_rng(seed)
     sx, sy = shapes.input_shapes
     x, y = make_x(rng, sx), make_y(rng, sy)
+    away_from_ties(op, x, y)
     assert tr.gradcheck(lambda a, b: np.sum(op(a, b) * op(a, b)), x, y, order=2, seed=seed)
 
 

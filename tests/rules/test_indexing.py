@@ -283,7 +283,6 @@ def test_full_like_with_tracked_fill_value_is_differentiable():
 # --------------------------------------------------------------------------
 
 @pytest.mark.parametrize('call, name', [
-    (lambda x: np.roots(x), 'np.roots'),
     (lambda x: np.insert(x, 1, 2.0), 'np.insert'),
     (lambda x: np.logical_and.at(x, [0], 1.0), 'np.logical_and.at'),
 ])

@@ -22,7 +22,9 @@ class AutoCompiled(ADType):
     """``AutoCompiled(compile=True, paths=4)``: record and compile a ``GradientTape`` per
     argument signature (structure, shapes, dtypes and static values), keep it, and
     replay it on later calls; a failed guard (another branch taken) records the new
-    path, keeping up to ``paths`` tapes per signature.
+    path, keeping up to ``paths`` tapes per signature.  The first call of a signature
+    is answered by the eager tape, the second records; the compiled kernels take over
+    when a background process has compiled them (``tr.compile``).
 
     Under an outer differentiation (tracked arguments, or ``f`` closing over a tracked
     value) it falls back to the eager tape.  Values ``f`` closes over are part of the
@@ -52,6 +54,13 @@ class AutoCompiled(ADType):
     def __repr__(self):
         return f'AutoCompiled(compile={self.compile})'
 
+    def wait(self, timeout=None):
+        """``ad.wait(timeout=None)``: wait until every tape recorded so far runs its
+        numba kernels (they compile in the background, see ``tr.compile``); True if
+        they all do."""
+        return all([tape.wait(timeout) for _, tapes in list(self.tapes.values())
+                    for tape in list(tapes)])
+
     def withgradient(self, f, *args, wrt=None, out=None):
         try:
             leaves, treedefs = flatten_args(args)
@@ -66,6 +75,10 @@ class AutoCompiled(ADType):
             entry = self.tapes.get(key)
         if entry is None or not _same(entry[0], closure):
             entry = self.tapes[key] = (closure, [])
+            if wrt is None and out is None:
+                # A signature's first call is answered by the eager tape: recording costs
+                # a few eager gradients, and a signature met once needs no tape.
+                return self._eager(f, args, wrt, out)
         tapes = entry[1]
         for n, tape in enumerate(tapes):
             try:

@@ -18,21 +18,23 @@ import numpy as np
 
 from .record import Ref
 
-__all__ = ['Storage', 'KERNEL_DTYPES', 'dtype_code', 'probe_view', 'c_strides', 'Memory',
+__all__ = ['Storage', 'KERNEL_DTYPES', 'DTYPE_NAMES', 'dtype_code', 'probe_view', 'c_strides', 'Memory',
            'Layout']
 
 # --------------------------------------------------------------------------
 # Storages and views
 # --------------------------------------------------------------------------
 
-KERNEL_DTYPES = {np.dtype(np.float64): 'F', np.dtype(np.int64): 'I', np.dtype(np.bool_): 'B'}
+KERNEL_DTYPES = {np.dtype(np.float64): 'F', np.dtype(np.float32): 'f', np.dtype(np.int64): 'I',
+                 np.dtype(np.bool_): 'B'}
+DTYPE_NAMES = {'F': 'np.float64', 'f': 'np.float32', 'I': 'np.int64', 'B': 'np.bool_'}
 
 
 def dtype_code(dtype):
-    """The kernels' code for ``dtype`` ('F', 'I', 'B'), None for a dtype they do not take.
+    """The kernels' code for ``dtype`` ('F', 'f', 'I', 'B'), None for a dtype they do not take.
 
-    >>> dtype_code(np.float64), dtype_code(np.float32), dtype_code(None)
-    ('F', None, None)
+    >>> dtype_code(np.float64), dtype_code(np.float32), dtype_code(np.float16), dtype_code(None)
+    ('F', 'f', None, None)
     """
     return None if dtype is None else KERNEL_DTYPES.get(np.dtype(dtype))
 

@@ -6,10 +6,12 @@ function in ~14 s), and a driver with one call site per step was measured at
 ~0.1 s per call site.  Instead every step is a call of a *kernel* generated from
 an operation signature (the fused operation sequence, operand layout kinds and
 dtypes, never sizes, offsets or float constants: those are read at run time from
-an integer table ``T`` and a constant table ``C``), and a generated VM (vm.py)
-loops over the steps, dispatching on the kernel number.  A W1-like tape of 1 600
-operations needs a handful of distinct kernels; compile time grows with the
-number of distinct kernels, i.e. at most linearly with the tape.
+an integer table ``T`` and a constant table ``C``), and a generated entry (vm.py)
+loops over the steps, calling each kernel through its address: kernels are
+``cfunc``s of one C signature.  A W1-like tape of 1 600 operations needs a handful
+of distinct kernels; compile time grows with the number of distinct kernels, i.e.
+at most linearly with the tape, and kernels are shared by every tape that uses the
+same operations.
 
 Kernel kinds (``Step.kind``):
 - ``ew``: a fused elementwise loop (loops.py): a run of elementwise instructions
@@ -17,42 +19,57 @@ Kernel kinds (``Step.kind``):
   a full ``np.sum``/``np.mean`` of a fused value is accumulated in the same loop,
   and so is the adjoint of a stencil (scatter-adds of ``x[1:]``, ``x[:-1]``).
 - ``reduce``: sum/mean/max/min over axes of any strided value.
-- ``matmul``: loops for small products, BLAS (``np.dot`` into the output) for
-  large 2-d ones.
+- ``matmul``: loops for tiny products, BLAS (``np.dot`` into the output) from
+  ``BLAS_MIN_FLOPS``: both in one kernel, chosen at run time from the sizes.
 - ``fill``, ``guard``; and ``fallback`` (no kernel): an instruction the generator
-  cannot compile runs in NumPy between VM segments (the VM returns, Python runs it
-  and writes its value into its buffer, the VM resumes) -- per instruction, never
+  cannot compile runs in NumPy between VM segments (the entry returns, Python runs
+  it and writes its value into its buffer, the entry resumes) -- per instruction, never
   for the whole tape.
 
 This module holds ``Kernel`` and ``Step``, the constant table, and the kernels of
-a fixed form.  A kernel's parameters are its arrays ``a0, a1, ...`` (flat, one per
+a fixed form.  A kernel's body sees its arrays ``a0, a1, ...`` (flat, one per
 operand), ``T``, ``p`` (where its integer parameters start in ``T``) and ``C``.
 """
 import hashlib
 
 import numpy as np
 
-from .buffers import dtype_code
+from .buffers import DTYPE_NAMES, dtype_code
 
 __all__ = ['Kernel', 'Step', 'Constants', 'reduce_kernel', 'matmul_kernel', 'fill_kernel',
-           'guard_kernel', 'MAX_NDIM', 'BLAS_MIN_FLOPS']
+           'guard_kernel', 'MAX_NDIM', 'BLAS_MIN_FLOPS', 'BLAS_MIN_MV', 'T_GEMM', 'T_GEMV']
 
 MAX_NDIM = 4             # loop nests are generated per number of dimensions
-BLAS_MIN_FLOPS = 32 ** 3
+BLAS_MIN_FLOPS = 256       # m * k * n from which a product calls BLAS (loops: W4a 1.3x slower)
+BLAS_MIN_MV = 256          # m * k from which a matrix-vector product calls BLAS
+T_GEMM, T_GEMV = 5, 6      # where T holds the addresses of numba's BLAS helpers (vm.py)
 
 
 class Kernel:
     """A generated numba function: ``source`` defines ``name`` (from the hash of the
     source, so equal kernels are shared and cached once), ``arrays`` are its array
     parameters' dtype codes; ``returns``: it returns whether a guard holds;
-    ``reassoc``: float accumulations may be reordered (compiled with fastmath)."""
+    ``reassoc``: float accumulations may be reordered (compiled with fastmath).
+
+    Every kernel has one C signature, ``int64 k(void **P, int64 *T, int64 p, double *C)``
+    (cache.KERNEL_SIG), so that one VM, compiled once per machine, calls any kernel
+    through its address (vm.py).  ``P`` holds the addresses of the arrays; the kernel
+    reads the index in ``P`` of its array ``k`` at ``T[p + k]`` and its integer
+    parameters after them.  It returns 0 when a guard fails, else 1.
+    """
 
     __slots__ = ('name', 'source', 'arrays', 'returns', 'reassoc')
 
     def __init__(self, body_lines, arrays, returns=False, reassoc=False, helpers=''):
-        params = ', '.join([f'a{k}' for k in range(len(arrays))] + ['T', 'p', 'C'])
-        text = '\n'.join(['def KNAME(' + params + '):'] + ['    ' + ln for ln in body_lines])
-        text += helpers           # functions the kernel calls, defined after it
+        head = ['T = carray(T_, (BIG,))', 'C = carray(C_, (BIG,))']
+        head += [f'a{k} = carray(P[T[p + {k}]], (BIG,), {DTYPE_NAMES[c]})'
+                 for k, c in enumerate(arrays)]
+        if arrays:
+            head.append(f'p = p + {len(arrays)}')
+        body = list(body_lines) if returns else list(body_lines) + ['return 1']
+        text = '\n'.join(['def KNAME(P, T_, p, C_):'] + ['    ' + ln for ln in head + body])
+        # functions the kernel calls, defined before it: a cfunc compiles when defined
+        text = helpers.strip('\n') + '\n\n\n' + text if helpers else text
         self.reassoc = reassoc     # accumulations may be reordered (vectorised sums)
         digest = hashlib.sha1((text + repr(arrays) + repr(reassoc)).encode()).hexdigest()[:16]
         self.name = f'k_{digest}'
@@ -143,15 +160,38 @@ def reduce_kernel(op, ndim, dtype_in, dtype_out):
     return Kernel(L, arrays, reassoc=op in ('sum', 'mean'))
 
 
-def matmul_kernel(variant):
-    """``A @ B`` into a contiguous ``m x n`` output.  ``T``: m, k, n, then offset and
-    two strides of A, of B, and the output's offset.  ``variant`` (see
-    patterns.try_matmul): 'mvc', 'mv' (n == 1), 'dotc', 'loopc', 'loop', or 'blas'
-    with transposition flags ('blasNN', 'blasTN', ...) for ``np.dot``."""
-    arrays = ['F', 'F', 'F']
+def matmul_kernel(variant, blas='', code='F'):
+    """``A @ B`` into a contiguous ``m x n`` output, of dtype ``code`` ('F' or 'f').  ``T``:
+    m, k, n, then offset and two strides of A, of B, the output's offset, and whether
+    to call BLAS.  ``variant`` (see patterns.try_matmul) is the loop form: 'mvc', 'mv'
+    (n == 1), 'dotc', 'loopc' or 'loop'.  ``blas`` ('NN', 'TN', 'NV', 'VT', ...: each
+    operand a C matrix, the transpose of one, or a contiguous vector) adds a call of
+    BLAS's gemm or gemv taken when ``T`` says so: the choice between loops and BLAS is
+    made from the sizes at run time, so one kernel serves every size."""
+    arrays = [code, code, code]
     L = ['m = T[p]', 'k = T[p + 1]', 'n = T[p + 2]',
          'fa = T[p + 3]', 'sa0 = T[p + 4]', 'sa1 = T[p + 5]',
          'fb = T[p + 6]', 'sb0 = T[p + 7]', 'sb1 = T[p + 8]', 'fo = T[p + 9]']
+    helpers = ''
+    if blas:
+        helpers = _BLAS
+        kind = ord('d' if code == 'F' else 's')
+        ta, tb = blas
+        L.append('if T[p + 10]:')             # 78, 84: 'N', 'T'
+        if 'V' not in blas:            # row-major C = A B is column-major C' = B' A'
+            opb, ldb = ('78', 'n') if tb == 'N' else ('84', 'k')
+            opa, lda = ('78', 'k') if ta == 'N' else ('84', 'm')
+            L.append(f'    blas_gemm(T[{T_GEMM}], {kind}, {opb}, {opa}, n, m, k, a1, fb, {ldb}, '
+                     f'a0, fa, {lda}, a2, fo, n)')
+        elif tb == 'V':                # y = A x: A's memory is A' (N) or A (T) column-major
+            L.append(f"    blas_gemv(T[{T_GEMV}], {kind}, 84, k, m, a0, fa, k, a1, fb, a2, fo)"
+                     if ta == 'N' else
+                     f"    blas_gemv(T[{T_GEMV}], {kind}, 78, m, k, a0, fa, m, a1, fb, a2, fo)")
+        else:                          # y = x B = B' x
+            L.append(f"    blas_gemv(T[{T_GEMV}], {kind}, 78, n, k, a1, fb, n, a0, fa, a2, fo)"
+                     if tb == 'N' else
+                     f"    blas_gemv(T[{T_GEMV}], {kind}, 84, k, n, a1, fb, k, a0, fa, a2, fo)")
+        L.append('    return 1')
     if variant == 'mvc':           # rows of A and b contiguous: slices, vectorisable
         L += ['vb = a1[fb:fb + k]',
               'for i in range(m):',
@@ -185,7 +225,7 @@ def matmul_kernel(variant):
               '    for l in range(k):',
               '        acc += a0[U(fa + i * sa0 + l * sa1)] * a1[U(fb + l * sb0)]',
               '    a2[U(fo + i)] = acc']
-    elif variant == 'loop':
+    else:
         L += ['for i in range(m):',
               '    for j in range(n):',
               '        a2[U(fo + i * n + j)] = 0.0',
@@ -193,14 +233,64 @@ def matmul_kernel(variant):
               '        av = a0[U(fa + i * sa0 + l * sa1)]',
               '        for j in range(n):',
               '            a2[U(fo + i * n + j)] += av * a1[U(fb + l * sb0 + j * sb1)]']
-    else:
-        ta, tb = variant[4], variant[5]
-        L.append('A = a0[fa:fa + m * k].reshape((k, m)).T' if ta == 'T'
-                 else 'A = a0[fa:fa + m * k].reshape((m, k))')
-        L.append('B = a1[fb:fb + k * n].reshape((n, k)).T' if tb == 'T'
-                 else 'B = a1[fb:fb + k * n].reshape((k, n))')
-        L.append('np.dot(A, B, a2[fo:fo + m * n].reshape((m, n)))')
-    return Kernel(L, arrays, reassoc=True)
+    return Kernel(L, arrays, reassoc=True, helpers=helpers)
+
+
+# BLAS through numba's helpers (numba_xxgemm, numba_xxgemv: Fortran BLAS from SciPy),
+# called at the addresses in T[T_GEMM] and T[T_GEMV].  A kernel calling np.dot took
+# ~0.3 s of CPU more to compile (numba's np.dot checks and wraps); this takes nothing.
+_BLAS = '''
+from llvmlite import ir as _ir
+from numba.core import cgutils as _cg
+from numba.extending import intrinsic
+
+
+def _at(context, builder, aty, arr, off):
+    a = context.make_array(aty)(context, builder, arr)
+    return builder.bitcast(builder.gep(a.data, [off]), _ir.IntType(8).as_pointer())
+
+
+def _scalars(context, builder, aty):
+    lt = context.get_value_type(aty.dtype)
+    return (_cg.alloca_once_value(builder, lt(1.0)), _cg.alloca_once_value(builder, lt(0.0)))
+
+
+@intrinsic
+def blas_gemm(typingctx, fn, kind, ta, tb, m, n, k, A, ao, lda, B, bo, ldb, C, co, ldc):
+    \"\"\"numba_xxgemm(kind, ta, tb, m, n, k, 1, A + ao, lda, B + bo, ldb, 0, C + co, ldc).\"\"\"
+    def codegen(context, builder, sig, args):
+        i8, i64, ptr = _ir.IntType(8), _ir.IntType(64), _ir.IntType(8).as_pointer()
+        fnty = _ir.FunctionType(_ir.IntType(32), [i8, i8, i8, i64, i64, i64, ptr, ptr, i64,
+                                                  ptr, i64, ptr, ptr, i64])
+        one, zero = _scalars(context, builder, sig.args[7])
+        f = builder.inttoptr(args[0], fnty.as_pointer())
+        c8 = [builder.trunc(v, i8) for v in args[1:4]]
+        builder.call(f, c8 + list(args[4:7]) + [
+            builder.bitcast(one, ptr), _at(context, builder, sig.args[7], args[7], args[8]),
+            args[9], _at(context, builder, sig.args[10], args[10], args[11]), args[12],
+            builder.bitcast(zero, ptr), _at(context, builder, sig.args[13], args[13], args[14]),
+            args[15]])
+        return context.get_dummy_value()
+    return types.void(fn, kind, ta, tb, m, n, k, A, ao, lda, B, bo, ldb, C, co, ldc), codegen
+
+
+@intrinsic
+def blas_gemv(typingctx, fn, kind, trans, m, n, A, ao, lda, X, xo, Y, yo):
+    \"\"\"numba_xxgemv(kind, trans, m, n, 1, A + ao, lda, X + xo, 0, Y + yo).\"\"\"
+    def codegen(context, builder, sig, args):
+        i8, i64, ptr = _ir.IntType(8), _ir.IntType(64), _ir.IntType(8).as_pointer()
+        fnty = _ir.FunctionType(_ir.IntType(32), [i8, i8, i64, i64, ptr, ptr, i64, ptr, ptr,
+                                                  ptr])
+        one, zero = _scalars(context, builder, sig.args[5])
+        f = builder.inttoptr(args[0], fnty.as_pointer())
+        c8 = [builder.trunc(v, i8) for v in args[1:3]]
+        builder.call(f, c8 + list(args[3:5]) + [
+            builder.bitcast(one, ptr), _at(context, builder, sig.args[5], args[5], args[6]),
+            args[7], _at(context, builder, sig.args[8], args[8], args[9]),
+            builder.bitcast(zero, ptr), _at(context, builder, sig.args[10], args[10], args[11])])
+        return context.get_dummy_value()
+    return types.void(fn, kind, trans, m, n, A, ao, lda, X, xo, Y, yo), codegen
+'''
 
 
 def fill_kernel(code):
@@ -216,9 +306,10 @@ def guard_kernel(kind, code):
     if kind == 'mask-count':
         L = ['n = T[p]', 'fo = T[p + 1]', 'c = 0',
              'for j in range(n):', '    if a0[U(fo + j)]:', '        c += 1',
-             'return c == T[p + 2]']
+             'return 1 if c == T[p + 2] else 0']
     elif kind == 'bool':
-        L = ['v = a0[U(T[p + 1])]', 'return (v != 0) == (C[T[p + 2]] != 0)']
+        L = ['v = a0[U(T[p + 1])]', 'return 1 if (v != 0) == (C[T[p + 2]] != 0) else 0']
     else:
-        L = ['v = a0[U(T[p + 1])]', 'r = C[T[p + 2]]', 'return v == r or (v != v and r != r)']
+        L = ['v = a0[U(T[p + 1])]', 'r = C[T[p + 2]]',
+             'return 1 if v == r or (v != v and r != r) else 0']
     return Kernel(L, [code], returns=True)

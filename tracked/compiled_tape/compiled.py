@@ -1,11 +1,11 @@
 """A compiled program: planned once, then run on new inputs by the generated VM.
 
 ``CompiledProgram(program, leaf_specs, out_specs, placements)`` plans the program
-(plan.py), allocates the arenas the plan's layout asks for, builds the VM
+(plan.py), allocates the arenas the plan's layout asks for, builds the VM's tables
 (vm.py) and keeps only what running needs: the frozen ``Layout``, the arenas, the
-VM and its tables.  A call hands the VM the caller's arrays; Python runs the steps
-the VM returns for (fallbacks, guards it cannot check) and the outputs without a
-kernel dtype.  Every intermediate lives in the arenas; output arrays are passed
+entry and its tables; ``load()`` then imports the kernels.  A call hands the entry
+the caller's arrays; Python runs the steps the entry returns for (fallbacks,
+guards it cannot check) and the outputs without a kernel dtype.  Every intermediate lives in the arenas; output arrays are passed
 in (``out=``) or allocated by the caller; a call allocates no array.
 """
 import numpy as np
@@ -14,7 +14,7 @@ from .buffers import KERNEL_DTYPES
 from .guards import guard_error
 from .plan import Planner
 from .record import Ref
-from .vm import VM
+from .vm import START, VM
 
 __all__ = ['CompiledProgram']
 
@@ -23,8 +23,9 @@ class CompiledProgram:
     """The program as numba kernels run by a generated VM (see the module docstring).
 
     ``fallbacks`` lists the instructions run in NumPy (``plan.Fallback``: the
-    instruction and why); ``kernels``, ``vm``, ``vm_source``, ``T`` and ``C`` are the
-    generated code and its tables.
+    instruction and why); ``kernels``, ``vm`` (the entry), ``T``, ``C`` and ``P`` are the
+    generated code and its tables.  Planning is cheap; ``load`` imports the kernels
+    (compiling what the disk cache lacks) before the first ``run``.
     """
 
     def __init__(self, program, leaf_specs, out_specs, placements):
@@ -39,26 +40,21 @@ class CompiledProgram:
             self.arenas.setdefault(dt, np.zeros(1, dtype=dt))
         for dt, off, vals in layout.arena_init:
             self.arenas[dt][off:off + vals.size] = vals
-        vm = VM(plan.steps, plan.constants, layout)
-        self.vm, self.vm_source, self.kernels, self.T, self.C = \
-            vm.fn, vm.source, vm.kernels, vm.T, vm.C
+        self._vm = vm = VM(plan.steps, plan.constants, layout, leaf_specs, out_specs)
+        self.kernels, self.T, self.C, self.P = vm.kernels, vm.T, vm.C, vm.P
+        self.vm = None                       # the entry, once loaded
+        self.entry_name = vm.entry_name
         self._py_steps = vm.py_steps
-        self._leaves, self._outs, self._scalars = vm.leaves, vm.outs, vm.scalars
-        self._nprefix = 2 + len(vm.codes)
+        self._leaves, self._outs = vm.leaves, vm.outs
+        self._scalars = [(self.arenas[dt], off, pos) for pos, dt, off in layout.scalar_inputs]
         # one argument list per compiled tape, refilled on each call
-        self._args = [self.T, self.C] + [self.arenas[dt] for dt, c in KERNEL_DTYPES.items()
-                                         if c in vm.codes]
-        self._args += [None] * (len(self._leaves) + len(self._outs) + len(self._scalars) + 1)
+        self._args = [self.T] + [None] * (len(self._leaves) + len(self._outs))
         self._slot_owner = {}                # (dtype, slot >= 1) -> ('leaf', pos) | ('out', k)
         for dt, positions in layout.leaf_slots.items():
             for n, pos in enumerate(positions, start=1):
                 self._slot_owner[dt, n] = ('leaf', pos)
         for k, (dt, slot) in layout.out_slots.items():
             self._slot_owner[dt, slot] = ('out', k)
-        # scalar inputs of dtypes without kernels (complex): the VM cannot take them, so
-        # run() writes them into their arena for the NumPy steps that read them
-        self._py_scalars = [(pos, self.arenas[dt], off) for pos, dt, off in layout.scalar_inputs
-                            if dt not in KERNEL_DTYPES]
         self._py_values = {}                 # values without storage, set by fallbacks
         self._scalar_out = {}                # output -> (arena, offset): read without a view
         for oi, o in enumerate(program.outputs):
@@ -68,32 +64,41 @@ class CompiledProgram:
         self._all_scalar = all(oi in self._scalar_out for oi in range(len(program.outputs))
                                if oi not in placements)
 
+    def sources(self):
+        """``[(module name, source)]`` of the kernels this program needs."""
+        return self._vm.sources()
+
+    def load(self):
+        """Load the kernels and the entry (compiling those the disk cache lacks) and bind
+        the tables."""
+        if self.vm is None:
+            self._vm.bind(self.arenas)
+            self.vm = self._vm.fn
+        return self
+
     # -- calls ----------------------------------------------------------------------
     def run(self, leaves, outs):
         """Run on checked ``leaves``, writing placed outputs into ``outs``."""
         args = self._args
-        j = self._nprefix
+        j = 1
         for pos in self._leaves:
             x = leaves[pos]
-            if not x.flags.c_contiguous:
-                x = np.ascontiguousarray(x)
+            if not (x.flags.c_contiguous and x.flags.writeable):
+                x = np.array(x, order='C')    # the entry takes writeable C arrays only
             args[j] = x
             j += 1
         for k in self._outs:
             args[j] = outs[k]
             j += 1
-        for pos in self._scalars:
-            args[j] = leaves[pos]
-            j += 1
-        for pos, arena, off in self._py_scalars:
+        for arena, off, pos in self._scalars:
             arena[off] = leaves[pos]
-        args[j] = 0
         try:
             r = self.vm(*args)
             if r != -1 or self.layout.copies:
                 self._continue(r, args, leaves, outs)
         finally:
-            for i in range(self._nprefix, j):
+            self.T[START] = 0
+            for i in range(1, j):
                 args[i] = None     # do not keep the caller's arrays alive
 
     def _continue(self, r, args, leaves, outs):
@@ -104,7 +109,7 @@ class CompiledProgram:
                 raise guard_error(g, self._value(g.i, leaves, outs),
                                   self.program.instrs[g.i].name)
             self._python_step(self._py_steps[r], leaves, outs)
-            args[-1] = r + 1
+            self.T[START] = r + 1
             r = self.vm(*args)
         for oi, o in self.layout.copies:
             k, off = self.placements[oi]

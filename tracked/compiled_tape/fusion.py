@@ -32,7 +32,8 @@ SELECT = '({1} if {0} else {2})'          # np.where's
 # would give integers in numba.
 _BOOL_SAFE = frozenset({SELECT, COPY, 'copy', 'astype'})
 _TAG_ARITY = {'power': 2, 'clip': 3, 'astype': 2, 'copy': 1}
-_ASTYPE = {'F': 'np.float64({0})', 'I': 'np.int64({0})', 'B': '({0} != 0)'}
+_ASTYPE = {'F': 'np.float64({0})', 'f': 'np.float32({0})', 'I': 'np.int64({0})',
+           'B': '({0} != 0)'}
 _CHEAP_POWERS = {2.0: '({0} * {0})', 1.0: '(+{0})', 3.0: '({0} * {0} * {0})',
                  0.5: 'np.sqrt({0})', -1.0: '(1.0 / {0})', -2.0: '(1.0 / ({0} * {0}))',
                  4.0: '(({0} * {0}) * ({0} * {0}))'}
@@ -188,12 +189,19 @@ class FusionGroup:
                     toks.append(None)
             tokens.append(toks)
             op_of[ins.i] = len(op_of)
-        for (template, args), toks in zip(forms, tokens):
+        for ins, (template, args), toks in zip(chunk, forms, tokens):
+            single = ins.dtype == np.float32
             for n, a in enumerate(args):
                 if toks[n] is None:
                     v = np.asarray(a)
-                    toks[n] = operand(('c', id(a), repr(a)),
-                                      Storage('const', v.dtype, value=v[()]))
+                    # a float constant of a float32 operation is float32, as in NumPy
+                    dt = np.dtype(np.float32) if single and v.dtype.kind == 'f' else v.dtype
+                    toks[n] = operand(('c', id(a), repr(a), dt.char),
+                                      Storage('const', dt, value=v[()]))
+            if single:
+                # numba computes float32 with float64 literals in float64: round each
+                # result to float32, as NumPy does per operation
+                template = f'np.float32({template})'
             loop.ops.append((template, toks))
         loop.stores = [(op_of[ins.i], mem.storages[ins.i]) for ins in chunk if ins.i in stored]
         loop.scatters = [(op_of[i], region) for i, region in self.scatters if i in op_of]

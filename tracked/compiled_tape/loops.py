@@ -97,7 +97,9 @@ def loop_kernel(loop, constants):
             tokens.append(f'np.int64({int(s.value)})')
         else:
             tokens.append(f'c{n}')
-            lines_pre.append(f'c{n} = C[T[p + {len(params)}]]')
+            read = f'C[T[p + {len(params)}]]'
+            lines_pre.append(f'c{n} = ' + (f'np.float32({read})' if s.dtype == np.float32
+                                            else read))
             params.append(constants.add(s.value))
 
     # the loop form: flat unless something is strided (or broadcast along some axes)

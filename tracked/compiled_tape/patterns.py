@@ -9,7 +9,7 @@ in memory, whether or not it then applies.
 - ``try_view``: views (and copies a view could replace) get a storage, no step.
 - ``try_reduce``: sum/mean/max/min over axes; a full sum or mean of a value the
   open group computes joins the group's loop instead.
-- ``try_matmul``: products of 1-d and 2-d float64 operands, by loops or BLAS.
+- ``try_matmul``: products of 1-d and 2-d float operands, by loops or BLAS.
 - ``try_scatter``: scatter-adds are planned as scatter chains (chains.py); one
   that is not a chain member only gets its reason here.
 
@@ -19,7 +19,7 @@ import numpy as np
 
 from .buffers import c_strides, dtype_code, probe_view
 from .chains import basic_index, scatter_parts
-from .codegen import BLAS_MIN_FLOPS, MAX_NDIM, Step, matmul_kernel, reduce_kernel
+from .codegen import BLAS_MIN_FLOPS, BLAS_MIN_MV, MAX_NDIM, Step, matmul_kernel, reduce_kernel
 from .record import Ref
 
 __all__ = ['is_viewish', 'try_view', 'try_reduce', 'try_matmul', 'try_scatter', 'PATTERNS']
@@ -139,26 +139,28 @@ def try_reduce(P, ins):
 
 
 def try_matmul(P, ins):
-    """``A @ B`` of 1-d or 2-d float64 operands: a loop form chosen from the operands'
-    strides, or BLAS (``np.dot``) for large 2-d products of (transposed) C arrays."""
+    """``A @ B`` of 1-d or 2-d float64 or float32 operands: a loop form chosen from the
+    operands' strides, and BLAS (``np.dot``) for large products of (transposed) C
+    matrices and contiguous vectors, chosen at run time from the sizes."""
     if ins.kwargs:
         return 'keyword arguments: ' + ', '.join(ins.kwargs)
-    if len(ins.args) != 2 or ins.dtype != np.float64:
-        return f'{ins.dtype} product: only float64 products have a kernel'
+    if len(ins.args) != 2 or ins.dtype not in _MATMUL_DTYPES:
+        return f'{ins.dtype} product: only float64 and float32 products have a kernel'
     sts = []
     for a in ins.args:
         if type(a) is Ref:
             ai = P.instrs[a.i]
-            if ai.dtype != np.float64 or len(ai.shape) not in (1, 2):
-                return f'operand %{a.i} is {len(ai.shape)}-d {ai.dtype}: needs 1-d or 2-d float64'
+            if ai.dtype != ins.dtype or len(ai.shape) not in (1, 2):
+                return f'operand %{a.i} is {len(ai.shape)}-d {ai.dtype}: needs 1-d or 2-d ' \
+                       f'{ins.dtype}'
             P.close_if_computing(a.i)
             s = P.mem.storages[a.i]
             if s is None:
                 return f'operand %{a.i} is not in memory'
         else:
             a = np.asarray(a)
-            if a.dtype != np.float64 or a.ndim not in (1, 2):
-                return f'a {a.ndim}-d {a.dtype} constant: needs 1-d or 2-d float64'
+            if a.dtype != ins.dtype or a.ndim not in (1, 2):
+                return f'a {a.ndim}-d {a.dtype} constant: needs 1-d or 2-d {ins.dtype}'
             s = P.mem.const(a, scalar_ok=False)
         sts.append(s)
     P.close()
@@ -172,35 +174,39 @@ def try_matmul(P, ins):
     else:
         n, sb0, sb1 = 1, B.strides[0], 0
     out = P.mem.alloc(ins.i)
-    variant = _matmul_variant(A, B, m, k, n, sa1, sb0, sb1)
-    params = [m, k, n, A.off, sa0, sa1, B.off, sb0, sb1, out.off]
-    return [Step('matmul', matmul_kernel(variant), [A.slot, B.slot, out.slot], params,
-                 [ins.i])]
+    variant = _matmul_variant(m, k, n, sa1, sb0, sb1)
+    blas = _blas_flag(A) + _blas_flag(B)
+    if len(blas) != 2 or blas == 'VV':
+        blas = ''
+    params = [m, k, n, A.off, sa0, sa1, B.off, sb0, sb1, out.off,
+              int(bool(blas) and m * n * k >= (BLAS_MIN_FLOPS if 'V' not in blas else BLAS_MIN_MV))]
+    return [Step('matmul', matmul_kernel(variant, blas, dtype_code(ins.dtype)),
+                 [A.slot, B.slot, out.slot], params, [ins.i])]
 
 
-def _matmul_variant(A, B, m, k, n, sa1, sb0, sb1):
-    """The matmul kernel's variant (codegen.matmul_kernel) for these operands."""
+_MATMUL_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
+
+
+def _matmul_variant(m, k, n, sa1, sb0, sb1):
+    """The loop form of the matmul kernel (codegen.matmul_kernel) for these strides."""
     rows_a = sa1 == 1 or k == 1              # rows of A contiguous
     cols_b = sb0 == 1 or k == 1              # columns of B contiguous
     if n == 1:
-        variant = 'mvc' if rows_a and cols_b else 'mv'
-    elif rows_a and cols_b:
-        variant = 'dotc'
-    elif sb1 == 1:
-        variant = 'loopc'
-    else:
-        variant = 'loop'
-    if len(A.shape) == 2 and len(B.shape) == 2 and m * n * k >= BLAS_MIN_FLOPS:
-        fa, fb = _blas_flag(A), _blas_flag(B)
-        if fa and fb:
-            variant = 'blas' + fa + fb
-    return variant
+        return 'mvc' if rows_a and cols_b else 'mv'
+    if rows_a and cols_b:
+        return 'dotc'
+    if sb1 == 1:
+        return 'loopc'
+    return 'loop'
 
 
 def _blas_flag(s):
-    """'N' for a C-contiguous 2-d storage, 'T' for the transpose of one, else ''."""
+    """'N' for a C-contiguous matrix, 'T' for the transpose of one, 'V' for a contiguous
+    vector, else ''."""
+    if len(s.shape) == 1:
+        return 'V' if s.strides[0] == 1 or s.shape[0] == 1 else ''
     r, c = s.shape
-    if s.strides == (c, 1):
+    if s.strides == (c, 1) or (r == 1 and s.strides[1] == 1) or (c == 1 and s.strides[0] == 1):
         return 'N'
     if s.strides == (1, r):
         return 'T'

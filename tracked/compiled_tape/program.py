@@ -46,7 +46,8 @@ class Program:
         self.guards_at = {}
         for g in self.guards:
             self.guards_at.setdefault(g.i, []).append(g)
-        self._steps = None
+        # made now, with the recording, so that the first replay is as quick as the next
+        self._steps = self._compile_steps()
 
     def __getstate__(self):
         state = dict(self.__dict__)

@@ -1,291 +1,25 @@
-"""GradientTape, JacobianTape, HessianTape: record once, replay on new inputs.
+"""GradientTape, JacobianTape, HessianTape: record once, replay on new inputs; compile.
 
-Recording runs ``f`` once on leaves at stacked trace levels (see record.py) and
-then the backward pass(es) at the higher levels, so that the program holds the
-forward and the backward pass as plain forward operations.  Replaying checks the
-arguments' structure, shapes and dtypes, runs the program (NumPy here, numba
-after ``compile``) and checks every guard on the way.
+The recording, the argument checks, the replay and the compile state are shared
+(base.py); each tape here says what it records (``_trace``: ``f`` and the backward
+passes it needs), where its outputs go (``_layout``) and what its calls return.
+A compiled ``GradientTape``'s ``gradient`` and ``withgradient`` are generated per
+tape (calls.py).
 """
 import functools
 from collections import namedtuple
 
 import numpy as np
 
-from ..tape import backward, new_level, push_recorder, pop_recorder
-from ..tree_util import flatten, tuple_def
+from ..tape import backward, new_level
 from ..values import Tracked, call, leaf
-from .guards import TapeGuardError
-from .program import Program
-from .record import Recorder
-from .trees import flatten_args, unflatten_args, arg_leaves, describe, leaf_path
+from .base import Tape
+from .signature import check_out, out_leaves
+from .trees import unflatten_args
 
 __all__ = ["GradientTape", "JacobianTape", "HessianTape", "ValGrad", "compile"]
 
 ValGrad = namedtuple('ValGrad', ['val', 'grad'])
-
-
-# --------------------------------------------------------------------------
-# Signatures: what a replay must match
-# --------------------------------------------------------------------------
-
-def _leaf_spec(x):
-    if type(x) is float:
-        return ((), np.dtype(np.float64))
-    if type(x) is int:
-        return ((), np.dtype(np.int64))
-    return (x.shape, x.dtype)
-
-
-def _as_input(x, diff):
-    """The value an input leaf holds on the tape."""
-    t = type(x)
-    if t is float:
-        return np.float64(x)
-    if t is int:
-        return np.int64(x)                  # stays usable as an index or size
-    if diff and x.dtype.kind in 'iu' and x.ndim:
-        x = x.astype(np.float64)
-    return x
-
-
-# --------------------------------------------------------------------------
-# The tapes
-# --------------------------------------------------------------------------
-
-class _Tape:
-    """Shared machinery: recording, argument checks, NumPy replay, printing."""
-
-    _what = 'tape'
-
-    def __init__(self, f, *args, wrt=None, on_guard='error'):
-        if on_guard not in ('error', 'retrace'):
-            raise ValueError(f'on_guard must be "error" or "retrace", got {on_guard!r}')
-        self.f = f
-        self.on_guard = on_guard
-        self.nargs = len(args)
-        if wrt is None:
-            wrt = tuple(range(len(args)))
-        elif isinstance(wrt, int):
-            wrt = (wrt,)
-        wrt = tuple(w % len(args) if len(args) else w for w in wrt)
-        for w in wrt:
-            if not 0 <= w < len(args):
-                raise ValueError(f'wrt={wrt}: f was given {len(args)} arguments')
-        self.wrt = wrt
-        self.compiled = None
-        self._record(args)
-
-    # -- recording ------------------------------------------------------------
-    def _record(self, args):
-        leaves, arg_defs = flatten_args(args)
-        self.arg_defs = arg_defs                   # one TreeDef per argument
-        self.treedef = tuple_def(arg_defs)         # the argument tuple as one tree
-        self.specs = [_leaf_spec(x) for x in leaves]
-        self.pyfloat = [type(x) in (float, int) or isinstance(x, np.generic) for x in leaves]
-        per_arg = arg_leaves(arg_defs)
-        diff = set()
-        for a in self.wrt:
-            diff.update(p for p in per_arg[a] if self.specs[p][1].kind in 'fiuc')
-        self.diff = sorted(diff)
-        self.has_int_diff = any(self.specs[p][1].kind in 'iu' and self.specs[p][0] != ()
-                                for p in diff)
-        # a Python int outside ``wrt`` is a constant of the tape (a size, a count)
-        self.static = {p: x for p, x in enumerate(leaves) if type(x) is int and p not in diff}
-        self.per_arg = per_arg
-        checks = []
-        for p, x in enumerate(leaves):
-            t = type(x)
-            if t is np.ndarray:
-                checks.append((t, {'shape': x.shape, 'dtype': x.dtype}))
-            elif t is int and p in self.static:
-                checks.append((t, {None: x}))
-            else:
-                checks.append((t, {}))
-        # generated for this structure; arrays untied when recorded must stay untied
-        # (tied ones get the total gradient: another tape), argument by argument
-        self._checks = checks
-        self._checker = self.treedef.matcher(checks, distinct=per_arg)
-        rec = Recorder(new_level())
-        push_recorder(rec)
-        try:
-            inputs = [x if p in self.static else rec.input(_as_input(x, p in diff), p)
-                      for p, x in enumerate(leaves)]
-            outputs = self._trace(rec, inputs)
-        finally:
-            pop_recorder(rec)
-        self.program = Program(rec, outputs)
-        self.n_outputs = len(outputs)
-        self.out_specs, self.placements = self._layout()
-        if self.compiled is not None:                     # retraced: compile the new program
-            self._compile()
-
-    # -- pickling: a tape travels as its recorded program --------------------------
-    def __getstate__(self):
-        # Generated code (argument checkers, the compiled VM) is rebuilt where the tape
-        # lands, numba's from the disk cache; ``f`` is needed only to re-record.
-        state = {k: v for k, v in self.__dict__.items() if k not in _PER_PROCESS}
-        state['compiled'] = self.compiled is not None
-        if self.on_guard != 'retrace':
-            state['f'] = _Recorded(getattr(self.f, '__name__', repr(self.f)))
-        return state
-
-    def __setstate__(self, state):
-        compiled = state.pop('compiled')
-        self.__dict__.update(state)
-        self.compiled = None
-        self._checker = self.treedef.matcher(self._checks, distinct=self.per_arg)
-        if compiled:
-            try:
-                self._compile()
-            except Exception as e:
-                name = getattr(self.f, '__name__', 'f')
-                raise RuntimeError(
-                    f'a compiled {self._what} of {name} arrived in a process that '
-                    f'cannot compile it ({type(e).__name__}: {e}). It needs numba and a '
-                    f'writable cache folder ($TRACKED_CACHE_DIR); or send the tape '
-                    f'uncompiled and replay it in NumPy.') from e
-
-    def __copy__(self):                   # compile() copies: a plain shallow copy
-        new = object.__new__(type(self))
-        new.__dict__.update(self.__dict__)
-        return new
-
-    def _compile(self):
-        from .compiled import CompiledProgram
-        self.compiled = CompiledProgram(self.program, self.specs, self.out_specs, self.placements)
-        # run once on the recorded values: numba compiles (or loads from disk) now
-        full = [None] * len(self.specs)
-        for ins in self.program.instrs:
-            if ins.kind == 'input':
-                full[ins.pos] = ins.value
-        for p, x in enumerate(full):
-            if x is None:
-                full[p] = np.zeros(*self.specs[p])
-        self.compiled.run(full, self._new_outs())
-
-    @property
-    def fallbacks(self):
-        """What a compiled tape runs in NumPy: one entry per instruction, printing as
-        the instruction and the reason (``.instr``, ``.reason``); None if not compiled."""
-        return list(self.compiled.fallbacks) if self.compiled is not None else None
-
-    def _new_outs(self):
-        return [np.zeros(shape, dtype) for shape, dtype in self.out_specs]
-
-    def _exec(self, leaves, outs):
-        """Run on checked ``leaves``: placed outputs go into ``outs``; returns a function
-        giving the other outputs by index."""
-        c = self.compiled
-        if c is not None:
-            c.run(leaves, outs)
-            return c.getter(leaves, outs)
-        vals = self.program.run(self._inputs(leaves))
-        for oi, (k, off) in self.placements.items():
-            v = vals[oi]
-            flat = outs[k].reshape(-1)
-            n = int(np.size(v))
-            flat[off:off + n] = np.ravel(v)
-        return vals.__getitem__
-
-    # -- argument checks --------------------------------------------------------
-    def _leaves(self, args):
-        leaves = self._checker(args)          # generated for the recorded structure
-        if leaves is not None:
-            return leaves
-        if len(args) != self.nargs:
-            raise ValueError(f'this {self._what} was recorded for {self.nargs} arguments, '
-                             f'got {len(args)}')
-        leaves, arg_defs = flatten_args(args)
-        if arg_defs != self.arg_defs:
-            raise ValueError(f'the arguments have another structure than the recorded '
-                             f'ones: expected {describe(self.arg_defs)}, given '
-                             f'{describe(arg_defs)}. Record a new tape for them.')
-        specs = self.specs
-        for p, x in enumerate(leaves):
-            s = specs[p]
-            t = type(x)
-            if t is float or t is int:
-                if s[0] != () or s[1] != _leaf_spec(x)[1]:
-                    break
-                if t is int and p in self.static and x != self.static[p]:
-                    raise ValueError(
-                        f'{leaf_path(self.arg_defs, p)} is {x}; the {self._what} was '
-                        f'recorded with {self.static[p]} (an integer outside wrt is a constant '
-                        f'of the tape). Record a new tape for it.')
-                continue
-            if x.shape != s[0] or x.dtype != s[1]:
-                break
-        else:
-            return leaves
-        x = leaves[p]
-        given = _leaf_spec(x)
-        raise ValueError(f'{leaf_path(self.arg_defs, p)} has shape {given[0]} and dtype '
-                         f'{given[1]}; the {self._what} was recorded for shape {s[0]} and dtype '
-                         f'{s[1]}. Record a new tape for these shapes (tr.AutoCompiled() '
-                         f'keeps one per signature).')
-
-    def _inputs(self, leaves):
-        diff = self._diffset
-        return [_as_input(x, p in diff) if type(x) is not np.ndarray else x
-                for p, x in enumerate(leaves)] if self.has_int_diff or not all(
-                    type(x) is np.ndarray for x in leaves) else leaves
-
-    @property
-    def _diffset(self):
-        d = self.__dict__.get('_diffset_cache')
-        if d is None or d[0] is not self.diff:
-            d = self.__dict__['_diffset_cache'] = (self.diff, frozenset(self.diff))
-        return d[1]
-
-    def _run(self, args, outs=None):
-        """Check ``args`` and replay into ``outs`` (fresh arrays if None); retrace on a
-        failed guard if asked to.  Returns (getter of unplaced outputs, outs)."""
-        leaves = self._leaves(args)
-        given = outs is not None
-        if not given:
-            outs = self._new_outs()
-        try:
-            return self._exec(leaves, outs), outs
-        except TapeGuardError:
-            if self.on_guard != 'retrace':
-                raise
-            self._record(args)
-            # the new path may produce other outputs (a gradient that is now None):
-            # fresh buffers, or a clear error if the caller's out= no longer fits
-            outs = self._check_out(outs) if given else self._new_outs()
-            return self._exec(self._leaves(args), outs), outs
-
-    # -- printing ----------------------------------------------------------------
-    @property
-    def instructions(self):
-        """The recorded instructions (forward and backward), in execution order."""
-        return self.program.instrs
-
-    @property
-    def guards(self):
-        return self.program.guards
-
-    def __str__(self):
-        head = (f'{type(self).__name__} of {getattr(self.f, "__name__", repr(self.f))}: '
-                f'{len(self.program.instrs)} instructions, {len(self.program.guards)} guards')
-        return '\n'.join([head] + ['  ' + line for line in self.program.lines()])
-
-    def __repr__(self):
-        return (f'<{type(self).__name__} of {getattr(self.f, "__name__", repr(self.f))}: '
-                f'{len(self.program.instrs)} instructions, {len(self.program.guards)} guards>')
-
-
-_PER_PROCESS = ('_checker', '_out_checker', '_out_checked', '_diffset_cache')
-
-
-class _Recorded:
-    """``f`` of an unpickled tape that never re-records (``on_guard='error'``): its name."""
-
-    def __init__(self, name):
-        self.__name__ = name
-
-    def __repr__(self):
-        return f'<{self.__name__}: recorded, not sent>'
 
 
 def _split_output(out):
@@ -322,7 +56,7 @@ def _value_tree(rec, out):
     return specs, functools.partial(_rebuild_fields, t)
 
 
-def _rebuild_dict(keys, vals):
+def _rebuild_dict(keys, vals):      # partials of these, not lambdas: a tape pickles
     return dict(zip(keys, vals))
 
 
@@ -334,7 +68,7 @@ def _plain_scalar(v):
     return v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v
 
 
-class GradientTape(_Tape):
+class GradientTape(Tape):
     """``GradientTape(f, *example_args, wrt=None)``: ``f`` recorded once, replayed on new
     arguments of the same structure, shapes and dtypes.
 
@@ -362,6 +96,7 @@ class GradientTape(_Tape):
             raise ValueError(f'f returned an array of shape {np.shape(y)}; GradientTape needs a '
                              f'real scalar. Use JacobianTape for array outputs.')
         val_specs, self._rebuild = _value_tree(rec, out)
+        self.single_value = self._rebuild is _single      # f returned one scalar
         self.n_val = len(val_specs)
         cts = {}
         if isinstance(y, Tracked) and y._node.level == li:
@@ -409,7 +144,7 @@ class GradientTape(_Tape):
 
     def withgradient(self, *args, out=None):
         """``tape.withgradient(*args, out=None) -> (val, grad)``."""
-        targets = self._out_leaves(out) if out is not None else None
+        targets = out_leaves(self, out) if out is not None else None
         get, outs = self._run(args, targets)
         val = get(0) if self._rebuild is _single else self._value(get)
         if out is not None:
@@ -421,58 +156,20 @@ class GradientTape(_Tape):
         grads = unflatten_args(self.arg_defs, flat, statics=False, only=self.wrt)
         return ValGrad(val, grads)
 
-    def _out_leaves(self, out):
-        last = self.__dict__.get('_out_checked')
-        if last is not None and out is last[2]:
-            return last[1]                            # the same tuple of arrays as last time
-        checker = self.__dict__.get('_out_checker')
-        if checker is None:
-            checker = self._out_checker = self._out_matcher()
-        leaves = checker(out)
-        if leaves is not None and last is not None and [id(g) for g in leaves] == last[0]:
-            return leaves
-        if leaves is None:
-            if type(out) is tuple and all(type(g) is np.ndarray or g is None for g in out):
-                leaves = [g for g in out if g is not None]
-            else:
-                leaves = flatten(out, lambda g: isinstance(g, np.ndarray))[0]
-        ids = [id(g) for g in leaves]
-        last = self.__dict__.get('_out_checked')
-        if last is not None and last[0] == ids and all(
-                g.shape == s[0] for g, s in zip(leaves, self.out_specs)):
-            return leaves                             # the arrays checked last time
-        self._check_out(leaves)
-        simple = type(out) is tuple and all(type(g) is np.ndarray or g is None for g in out)
-        self._out_checked = (ids, leaves, out if simple else None)   # a tuple cannot change
-        return leaves
-
-    def _out_matcher(self):
-        """A matcher of gradient tuples shaped like this tape's (``out=``)."""
-        flat = [None] * len(self.specs)
-        for (shape, dtype), p in zip(self.out_specs, self.grad_leaves):
-            flat[p] = np.empty(shape, dtype)
-        template = unflatten_args(self.arg_defs, flat, statics=False, only=self.wrt)
-        leaves, treedef = flatten(template, lambda g: type(g) is np.ndarray)
-        assert [id(g) for g in leaves] == [id(flat[p]) for p in self.grad_leaves]
-        return treedef.matcher([(np.ndarray, {'shape': g.shape, 'dtype': g.dtype})
-                                for g in leaves])
-
     def _check_out(self, leaves):
-        if len(leaves) != len(self.grad_leaves):
-            raise ValueError(f'out= holds {len(leaves)} arrays; this tape has '
-                             f'{len(self.grad_leaves)} '
-                             f'gradients (pass the tuple returned by tape.gradient)')
-        for g, (shape, dtype), p in zip(leaves, self.out_specs, self.grad_leaves):
-            if not isinstance(g, np.ndarray) or g.shape != shape or g.dtype != dtype \
-                    or not g.flags.c_contiguous or not g.flags.writeable:
-                raise ValueError(f'out= for {leaf_path(self.arg_defs, p)} must be a '
-                                 f'writeable C-contiguous array of shape {shape} and dtype '
-                                 f'{dtype}, got {type(g).__name__} {getattr(g, "shape", "")} '
-                                 f'{getattr(g, "dtype", "")}')
-        return leaves
+        return check_out(self, leaves)
+
+    def _install_calls(self):
+        """A compiled tape answers ``gradient``/``withgradient`` through code generated
+        for its signature and plan (calls.py); otherwise the methods below serve."""
+        self.__dict__.pop('gradient', None)
+        self.__dict__.pop('withgradient', None)
+        if self.compiled is not None:
+            from .calls import install
+            install(self)
 
 
-class JacobianTape(_Tape):
+class JacobianTape(Tape):
     """``JacobianTape(f, *example_args, wrt=None)``: ``tape.jacobian(*args)`` gives, per
     argument, ``J[k, i] = d f(...).ravel()[k] / d arg.ravel()[i]`` without re-running f.
 
@@ -560,7 +257,7 @@ class JacobianTape(_Tape):
         return ValGrad(_plain_scalar(get(0)), grads)
 
 
-class HessianTape(_Tape):
+class HessianTape(Tape):
     """``HessianTape(f, x)``: ``tape.hessian(x)`` is ``H[i, j]`` over ``x.ravel()``, replayed
     without re-running f (reverse over reverse, recorded once).
 
@@ -630,8 +327,14 @@ class HessianTape(_Tape):
         return _plain_scalar(self._run((x,))[0](1))
 
 
-def compile(tape):
-    """``compile(tape)``: a copy of ``tape`` whose replays run numba code generated for it.
+def compile(tape, background=True):
+    """``compile(tape, background=True)``: a copy of ``tape`` whose replays run numba code
+    generated for it.
+
+    With ``background=True`` it returns at once: calls replay the tape in NumPy while
+    a background process compiles the kernels into the disk cache, and switch to them
+    when they are loaded (tiers.py; ``tape.wait()`` waits for that, ``compile_error``
+    says why it failed).  ``background=False`` compiles before returning.
 
     Every intermediate, cotangent and gradient buffer is allocated once; runs of
     elementwise operations are fused; ``gradient(..., out=g)`` writes into ``g`` and
@@ -641,13 +344,17 @@ def compile(tape):
 
     >>> import numpy as np, tracked as tr
     >>> tape = tr.compile(tr.GradientTape(lambda x: np.sum(x * x), np.zeros(3)))
-    >>> tape.gradient(np.array([1.0, 2.0, 3.0]))[0]
+    >>> tape.gradient(np.array([1.0, 2.0, 3.0]))[0]   # at once: NumPy, or the kernels
     array([2., 4., 6.])
+    >>> tape.wait(), tape.gradient(np.array([1.0, 2.0, 3.0]))[0]
+    (True, array([2., 4., 6.]))
     """
-    if not isinstance(tape, _Tape):
+    if not isinstance(tape, Tape):
         raise TypeError(f'compile expects a GradientTape, JacobianTape or HessianTape, got '
                         f'{type(tape).__name__}')
     import copy
     new = copy.copy(tape)
-    new._compile()
+    new.__dict__.pop('_out_last', None)   # a list the generated calls update: not shared
+    new._start_compile(background)
+    new._install_calls()
     return new

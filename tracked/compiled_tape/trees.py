@@ -26,11 +26,11 @@ unhashable) on replay.  A tracked value is refused.
 """
 import numpy as np
 
-from ..tree_util import flatten, unflatten, keystr
+from ..tree_util import DICT, LEAF, LIST, STATIC, TUPLE, flatten, unflatten, keystr
 from ..values import Tracked
 
 __all__ = ['TrackedArgumentError', 'is_input', 'flatten_args', 'unflatten_args', 'arg_leaves',
-           'describe', 'leaf_path']
+           'describe', 'leaf_path', 'is_one_leaf', 'tree_literal']
 
 _ARRAY_KINDS = frozenset('fiubc')      # arrays that are inputs: numbers and bools
 _SCALAR_KINDS = frozenset('fiuc')      # NumPy scalars that are inputs: numbers
@@ -148,3 +148,44 @@ def leaf_path(treedefs, pos):
     return f'leaf {pos}'
 
 
+def is_one_leaf(treedef):
+    """Whether an argument's ``treedef`` is a single leaf (an array or a number).
+
+    >>> import numpy as np
+    >>> [is_one_leaf(d) for d in flatten_args((np.ones(2), 1.5, [np.ones(1)]))[1]]
+    [True, True, False]
+    """
+    return treedef == _ARRAY_DEF
+
+
+def tree_literal(treedef, names):
+    """A Python expression building a gradient tree of ``treedef`` (statics None) from
+    the expressions ``names`` of its leaves; None for structures other than leaves,
+    statics and plain dicts (of str or int keys), lists and tuples (calls.py).
+
+    >>> import numpy as np
+    >>> tree_literal(flatten_args(({'w': np.ones(1), 'act': 'tanh'},))[1][0], ['g0'])
+    "{'w': g0, 'act': None}"
+    """
+    return _literal(treedef._form, names)
+
+
+def _literal(form, names):
+    """``tree_literal`` of a TreeDef's form."""
+    kind = form[0]
+    if kind == LEAF:
+        return names[form[1]]
+    if kind == STATIC:
+        return 'None'
+    if kind not in (DICT, LIST, TUPLE) or form[1] not in (dict, list, tuple):
+        return None
+    kids = [_literal(k, names) for k in form[3]]
+    if any(k is None for k in kids):
+        return None
+    if kind == DICT:
+        if not all(type(key) in (str, int) for key in form[2]):
+            return None
+        return '{' + ', '.join(f'{key!r}: {k}' for key, k in zip(form[2], kids)) + '}'
+    if kind == LIST:
+        return '[' + ', '.join(kids) + ']'
+    return '(' + ''.join(k + ', ' for k in kids) + ')'

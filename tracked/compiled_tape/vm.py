@@ -1,14 +1,25 @@
-"""The VM: a plan's steps as tables, and the generated numba function that runs them.
+"""The VM: a plan's steps as tables, run by a generated numba entry per argument types.
 
-``T`` (int64) is ``[number of steps, (kernel id, parameter start, guard) per step,
-then every step's array slots and integer parameters]``; ``C`` (float64) holds the
-constants.  The VM's parameters are ``T``, ``C``, one arena per kernel dtype, the
-array inputs, the output arrays, the scalar inputs and ``start``; it gathers the
-arrays of each dtype into a tuple indexed by slot, then loops over the steps from
-``start``, calling kernel ``kid`` with its arrays and ``T``'s position of its
-parameters.  It returns -1 when done, the step's index at a step that runs in
-Python (kernel id 0: a fallback, or a guard checked in Python), and ``-2 - guard``
-when a guard kernel fails; the runtime resumes it at ``start = step + 1``.
+Kernels are numba ``cfunc``s of one C signature (codegen.Kernel), so the VM calls
+each through its address and is not compiled per tape: one entry serves every tape
+whose arguments have the same types (the number of arrays, their dtypes and
+dimensions), and a new tape, layer width or batch size compiles only the kernels
+it does not share with tapes seen before.  (A VM with one branch per kernel, as
+before, took 3.3 s of the 9-11 s cold compile of the demo's MLP: numba typed each
+call site and LLVM optimised every kernel again inlined into it.)
+
+``T`` (int64) is ``[number of steps, address of C, where the shapes start, where P
+starts, the step to start at, the addresses of numba's gemm and gemv helpers;
+(kernel address, parameter start, guard) per step;
+every step's array indices in P and its integer parameters; the shapes of the
+entry's arrays; P]``.  ``C`` (float64) holds the constants; ``P`` the addresses of
+the arrays: one arena per kernel dtype (fixed), then the array inputs and the
+output arrays of the call, written by the entry.  The entry takes ``T`` and the
+arrays (the fewer arguments, the cheaper numba's dispatch); it returns -3 if a
+shape differs from the recorded one, -1 when done, the step's index at a step run
+in Python (address 0: a fallback, or a guard checked in Python), and ``-2 -
+guard`` when a guard kernel fails; the runtime resumes it from the next step by
+setting ``T[START]``.
 """
 import hashlib
 
@@ -16,92 +27,183 @@ import numpy as np
 
 from . import cache
 from .buffers import KERNEL_DTYPES
+from .codegen import T_GEMM, T_GEMV
 
-__all__ = ['VM']
+__all__ = ['VM', 'entry_source', 'run_kernel', 'blas_helpers', 'HEAD', 'START']
+
+HEAD = 7                 # T's header: steps, address of C, shapes at, P at, START, BLAS
+START = 4                # T[START]: the step the entry starts at (0, or where it resumes)
 
 
 class VM:
-    """The tables and generated VM of one plan (see the module docstring).
+    """The tables of one plan, bound to its kernels' addresses (module docstring).
 
-    ``fn`` is the numba function; ``leaves``, ``outs`` and ``scalars`` are the leaf
-    positions, output arrays and scalar leaf positions it takes, in order, after
-    ``T``, ``C`` and the arenas of ``codes``; ``py_steps`` the steps run in Python.
+    ``kernels`` are the distinct kernels, ``leaves`` and ``outs`` the leaf positions
+    and output arrays the entry takes, in order, after ``T`` and ``P`` (``types``:
+    their dtypes and dimensions); ``py_steps`` the steps run in Python.
+    ``bind(arenas)`` loads the kernels and the entry (compiling what the disk cache
+    lacks) and fills ``T`` and ``P``; ``fn`` is then the entry.
     """
 
-    def __init__(self, steps, constants, layout):
-        kernels = {}                         # name -> (kernel id, Kernel)
-        rows, params = [], []
-        self.py_steps = {}                   # step index -> Step
-        for s, step in enumerate(steps):
-            if step.kernel is None:
-                rows.append((0, 0, step.guard))
-                self.py_steps[s] = step
-                continue
-            kid = kernels.setdefault(step.kernel.name, (len(kernels) + 1, step.kernel))[0]
-            rows.append((kid, len(params), step.guard))
-            params.extend(step.slots)
-            params.extend(int(v) for v in step.params)
-        self.kernels = [k for _, k in sorted(kernels.values(), key=lambda t: t[0])]
-        base = 1 + 3 * len(rows)
-        head = [len(rows)]
-        for kid, p, guard in rows:
-            head.extend((kid, p + base, guard))
-        self.T = np.array(head + params + [0], dtype=np.int64)
-        self.C = np.array(constants + [0.0], dtype=np.float64)
-        used = {c for k in self.kernels for c in k.arrays}
-        used |= {KERNEL_DTYPES[dt] for _, dt, _ in layout.scalar_inputs if dt in KERNEL_DTYPES}
-        self.codes = [c for c in KERNEL_DTYPES.values() if c in used]
-        self.source = self._source(layout)
-        self.name = 'vm_' + hashlib.sha1(self.source.encode()).hexdigest()[:16]
-        for k in self.kernels:               # written to the cache first: the VM imports them
-            cache.load(k.name, cache.kernel_module(k))
-        self.fn = cache.load(self.name, self.source).vm
-
-    def _source(self, layout):
-        """The VM's module source; sets ``leaves``, ``outs`` and ``scalars``."""
-        self.leaves, self.outs, self.scalars = [], [], []
-        # per dtype, the arrays by slot: arena, inputs (leaf order), outputs (slot order)
-        tuples = {c: ['a' + c.lower()] for c in self.codes}
-        params, prologue = [], []
-        for dt, code in KERNEL_DTYPES.items():
-            if code in self.codes:
-                for pos in layout.leaf_slots.get(dt, ()):
-                    params.append(f'x{pos}')
-                    self.leaves.append(pos)
-                    tuples[code].append(f'x{pos}.reshape(x{pos}.size)')
+    def __init__(self, steps, constants, layout, leaf_specs, out_specs):
+        kernels = {}                         # name -> Kernel
+        for step in steps:
+            if step.kernel is not None:
+                kernels.setdefault(step.kernel.name, step.kernel)
+        self.kernels = list(kernels.values())
+        self.py_steps = {s: step for s, step in enumerate(steps) if step.kernel is None}
+        # P: the arenas, then the array inputs (leaf order within each dtype), then outputs
+        index = {(dt, 0): n for n, dt in enumerate(KERNEL_DTYPES)}
+        self.leaves, self.outs = [], []
+        for dt in KERNEL_DTYPES:
+            for slot, pos in enumerate(layout.leaf_slots.get(dt, ()), start=1):
+                index[dt, slot] = len(index)
+                self.leaves.append(pos)
         for k in sorted(layout.out_slots):
-            code = KERNEL_DTYPES.get(layout.out_slots[k][0])
-            if code in self.codes:
-                params.append(f'out{k}')
+            dt, slot = layout.out_slots[k]
+            if dt in KERNEL_DTYPES:
+                index[dt, slot] = len(index)
                 self.outs.append(k)
-                tuples[code].append(f'out{k}.reshape(out{k}.size)')
-        for pos, dt, off in layout.scalar_inputs:
-            code = KERNEL_DTYPES.get(dt)
-            if code is not None:
-                params.append(f'x{pos}')
-                self.scalars.append(pos)
-                prologue.append(f'    if start == 0:\n        a{code.lower()}[{off}] = x{pos}')
-        L = [cache.HEADER]
-        L.extend(f'from {k.name} import {k.name}' for k in self.kernels)
-        L.append('')
-        L.append(cache.JIT.rstrip('\n'))
-        arenas = ''.join(f'a{c.lower()}, ' for c in self.codes)
-        L.append(f'def vm(T, C, {arenas}' + ''.join(p + ', ' for p in params) + 'start):')
-        L.extend(f'    {code} = ({", ".join(items)},)' for code, items in tuples.items())
-        L.extend(prologue)
-        L.append('    for s in range(start, T[0]):')
-        L.append('        kid = T[1 + 3 * s]')
-        L.append('        p = T[2 + 3 * s]')
-        L.append('        if kid == 0:')
-        L.append('            return s')
-        for n, k in enumerate(self.kernels, start=1):
-            argl = ', '.join(f'{code}[T[p + {j}]]' for j, code in enumerate(k.arrays))
-            call = f'{k.name}({argl}, T, p + {len(k.arrays)}, C)'
-            L.append(f'        elif kid == {n}:')
-            if k.returns:
-                L.append(f'            if not {call}:')
-                L.append('                return -2 - T[3 + 3 * s]')
-            else:
-                L.append(f'            {call}')
-        L.append('    return -1')
-        return '\n'.join(L) + '\n'
+        self.n_fixed = len(KERNEL_DTYPES)
+        rows, params = [], []
+        codes = {c: dt for dt, c in KERNEL_DTYPES.items()}
+        for step in steps:
+            if step.kernel is None:
+                rows.append((None, 0, step.guard))
+                continue
+            rows.append((step.kernel.name, len(params), step.guard))
+            params.extend(index[codes[c], slot] for c, slot in zip(step.kernel.arrays, step.slots))
+            params.extend(int(v) for v in step.params)
+        # the entry's arrays: their (dtype, shape), checked by its signature and from T
+        arrays = [leaf_specs[pos] for pos in self.leaves] + [out_specs[k] for k in self.outs]
+        self.types = [(np.dtype(dt).str, len(shape)) for shape, dt in arrays]
+        shapes = [n for shape, _ in arrays for n in shape]
+        base = HEAD + 3 * len(rows)
+        self._rows = [(name, p + base, guard) for name, p, guard in rows]
+        at_shapes = base + len(params)
+        at_p = at_shapes + len(shapes)
+        self.T = np.array([len(rows), 0, at_shapes, at_p, 0, 0, 0] + [0] * (3 * len(rows)) + params
+                          + shapes + [0] * len(index) + [0], dtype=np.int64)
+        self.P = self.T[at_p:at_p + len(index)]       # a view: the addresses of the arrays
+        self.C = np.array(list(constants) + [0.0], dtype=np.float64)
+        self.entry_name, self.entry_source = entry_source(self.types, self.n_fixed)
+        self.fn = None
+
+    def sources(self):
+        """``[(module name, source)]`` of the kernels and the entry."""
+        return [(k.name, cache.kernel_module(k)) for k in self.kernels] + \
+            [(self.entry_name, self.entry_source)]
+
+    def bind(self, arenas):
+        """Import the kernels (numba loads them from the disk cache or compiles them) and
+        write their addresses into ``T`` and the arenas' into ``P``."""
+        addr = {}
+        for k in self.kernels:
+            addr[k.name] = getattr(cache.load(k.name, cache.kernel_module(k)), k.name).address
+        self.fn = cache.load(self.entry_name, self.entry_source).vm
+        T = self.T
+        T[1] = self.C.ctypes.data
+        T[T_GEMM], T[T_GEMV] = blas_helpers()
+        for s, (name, p, guard) in enumerate(self._rows):
+            T[HEAD + 3 * s] = addr[name] if name is not None else 0
+            T[HEAD + 1 + 3 * s] = p
+            T[HEAD + 2 + 3 * s] = guard
+        for n, dt in enumerate(KERNEL_DTYPES):
+            self.P[n] = arenas[dt].ctypes.data
+
+
+# --------------------------------------------------------------------------
+# The entry: one per argument types, compiled once per machine
+# --------------------------------------------------------------------------
+
+_CALL = '''
+from llvmlite import ir
+from numba.extending import intrinsic
+
+
+@intrinsic
+def call_kernel(typingctx, fn, P, T, p, C):
+    """Call the kernel at address ``fn`` with the data of ``P`` and ``T``."""
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        ptr = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(i64, [ptr.as_pointer(), i64.as_pointer(), i64,
+                                     ir.DoubleType().as_pointer()])
+        Pa = context.make_array(signature.args[1])(context, builder, args[1])
+        Ta = context.make_array(signature.args[2])(context, builder, args[2])
+        f = builder.inttoptr(args[0], fnty.as_pointer())
+        return builder.call(f, [builder.bitcast(Pa.data, ptr.as_pointer()), Ta.data, args[3],
+                                builder.inttoptr(args[4], ir.DoubleType().as_pointer())])
+    return types.int64(types.int64, P, T, types.int64, types.int64), codegen
+
+'''
+
+
+_NUMBA_TYPES = {'<f8': 'float64', '<f4': 'float32', '<i8': 'int64', '|b1': 'boolean'}
+
+
+def entry_source(types, n_fixed):
+    """``(module name, source)`` of the entry for arrays of ``types`` ([(dtype string,
+    ndim)], C-contiguous) after ``T``: compiled for exactly those types, so
+    that numba refuses any other (a TypeError, which the caller's general path
+    explains) and never compiles for one silently.  It checks the shapes against
+    ``T`` (-3 if one differs), writes the arrays' addresses into ``P`` (a part of
+    ``T``) and runs the steps from ``T[START]``."""
+    n = len(types)
+    xs = [f'x{j}' for j in range(n)]
+    arr = [f"types.Array(types.{_NUMBA_TYPES[dt]}, {nd}, 'C')" for dt, nd in types]
+    sig = "types.int64(types.Array(types.int64, 1, 'C'), " + ', '.join(arr) + ')'
+    L = [cache.HEADER, _CALL,
+         f"@njit({sig}, cache=True, error_model='numpy', nogil=True)",
+         'def vm(T' + ''.join(', ' + x for x in xs) + '):']
+    dims = []
+    q = 0
+    for j, (_, nd) in enumerate(types):
+        for d in range(nd):
+            dims.append(f'x{j}.shape[{d}] != T[q + {q}]')
+            q += 1
+    L.append('    q = T[2]')
+    if dims:
+        L.append('    if ' + ' or '.join(dims) + ':')
+        L.append('        return -3')
+    L.append('    P = T[T[3]:]')
+    L += [f'    P[{n_fixed + j}] = x{j}.ctypes.data' for j in range(n)]
+    L += [f'    for s in range(T[{START}], T[0]):',
+          f'        q = {HEAD} + 3 * s',
+          '        f = T[q]',
+          '        if f == 0:',
+          '            return s',
+          '        if call_kernel(f, P, T, T[q + 1], T[1]) == 0:',
+          '            return -2 - T[q + 2]',
+          '    return -1']
+    source = '\n'.join(L) + '\n'
+    return 'vm_' + hashlib.sha1(source.encode()).hexdigest()[:16], source
+
+
+def blas_helpers():
+    """The addresses of numba's BLAS helpers ``numba_xxgemm`` and ``numba_xxgemv``."""
+    from numba import _helperlib
+    return _helperlib.c_helpers['xxgemm'], _helperlib.c_helpers['xxgemv']
+
+
+def run_kernel(kernel, arrays, params, constants=()):
+    """Run ``kernel`` once on ``arrays`` (one per array parameter) with its integer
+    ``params`` and float ``constants``; returns what it returns (0: a guard failed).
+    For tests and debugging: a tape's calls go through the entry.
+
+    >>> from tracked.compiled_tape.codegen import fill_kernel
+    >>> a = np.zeros(4)
+    >>> run_kernel(fill_kernel('F'), [a], [0, 1, 2], [7.0]), a
+    (1, array([0., 7., 7., 0.]))
+    """
+    import ctypes
+    fn = getattr(cache.load(kernel.name, cache.kernel_module(kernel)), kernel.name)
+    P = np.array([a.ctypes.data for a in arrays], dtype=np.int64)
+    head = [0] * HEAD
+    head[T_GEMM], head[T_GEMV] = blas_helpers()
+    T = np.array(head + list(range(len(arrays))) + [int(v) for v in params] + [0],
+                 dtype=np.int64)
+    C = np.array(list(constants) + [0.0], dtype=np.float64)
+    return fn.ctypes(P.ctypes.data_as(ctypes.POINTER(ctypes.c_void_p)),
+                     T.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), HEAD,
+                     C.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))

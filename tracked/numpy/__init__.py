@@ -15,19 +15,27 @@ value could be seen -- building an array from a list of tracked scalars:
   function runs on tracked scalars, one element at a time).
 
 Plain ``numpy`` keeps refusing ``np.array([t0, t1])`` with a message pointing here and
-to ``np.stack``.  ``tracked.numpy.linalg``, ``.fft`` and ``.random`` are NumPy's.
+to ``np.stack``.  ``tracked.numpy.linalg``, ``.fft`` and ``.random`` are modules (as
+``autograd.numpy``'s are) holding NumPy's functions.
 
 >>> import tracked as tr
 >>> import tracked.numpy as np
 >>> tr.gradient(lambda a, b: np.sum(np.array([a * b, a, [b, 2.0]][:2])), 2.0, 3.0)
 (np.float64(4.0), np.float64(2.0))
 """
+import importlib as _importlib
+
 import numpy as _np
 from numpy import *  # noqa: F401,F403  (NumPy's own names: tracked values dispatch there)
 
 from ..values import Tracked as _Tracked
 
 __all__ = [n for n in dir(_np) if not n.startswith('_')]
+
+
+# Always these modules, not NumPy's (``from numpy import *`` bound those names, which
+# ``from . import linalg`` would then return).
+linalg, fft, random = (_importlib.import_module(f'{__name__}.{m}') for m in ('linalg', 'fft', 'random'))
 
 
 def __getattr__(name):                      # everything else: NumPy's (np.newaxis, ...)

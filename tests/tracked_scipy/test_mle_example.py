@@ -1,40 +1,16 @@
 """The README's SciPy example: a maximum-likelihood fit written against SciPy, run by
 changing one import line, minimised by scipy.optimize with tracked's gradients."""
 import os
+import pathlib
 
 import numpy as np
 import pytest
 
 pytest.importorskip('scipy')
 
-EXAMPLE = '''
-import numpy as np
-from scipy.optimize import minimize
-from scipy.special import gammaln
-from tracked.scipy import stats          # was: from scipy import stats
-import tracked as tr
-
-rng = np.random.default_rng(0)
-counts = rng.negative_binomial(5, 0.3, size=500)        # over-dispersed counts
-heights = rng.normal(170.0, 8.0, size=500)
-
-def nll(theta):
-    log_r, logit_p, mu, log_sigma = theta
-    r, p = np.exp(log_r), 1 / (1 + np.exp(-logit_p))
-    # the negative binomial log pmf, written out with scipy.special.gammaln
-    ll_counts = (gammaln(counts + r) - gammaln(r) - gammaln(counts + 1)
-                 + r * np.log(p) + counts * np.log1p(-p))
-    ll_heights = stats.norm.logpdf(heights, mu, np.exp(log_sigma))
-    return -(np.sum(ll_counts) + np.sum(ll_heights))
-
-def fun(theta):
-    val, (grad,) = tr.withgradient(nll, theta)
-    return val, grad
-
-res = minimize(fun, np.array([0.0, 0.0, 160.0, 1.0]), jac=True, method='BFGS')
-r, p = np.exp(res.x[0]), 1 / (1 + np.exp(-res.x[1]))
-print(f'r = {r:.2f}, p = {p:.3f}, mu = {res.x[2]:.1f}, sigma = {np.exp(res.x[3]):.2f}')
-'''
+README = (pathlib.Path(__file__).resolve().parents[2] / 'README.md').read_text()
+EXAMPLE = next(block for block in README.split('```python\n')[1:]
+               if 'from tracked.scipy import stats' in block).split('```')[0]
 
 
 @pytest.mark.skipif(os.environ.get('SCIPY_ARRAY_API') == '1',

@@ -1,0 +1,136 @@
+"""Tiered execution (tracked/compiled_tape/tiers.py): a compiled tape replays in NumPy until
+a background process has compiled its kernels, then switches; failures leave the replay.
+
+Each test compiles into its own empty cache folder, so the background process really
+compiles (a few small kernels: seconds, bounded by the waits' timeouts)."""
+import json
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import tracked as tr
+from tracked.compiled_tape import base, cache, tiers
+
+TIMEOUT = 300            # seconds: a slow, shared CI machine compiling a few kernels
+
+
+def exact(x):
+    # only IEEE-exact operations (no sum, no transcendental function): the same bits in
+    # NumPy and in the kernels
+    return x[0] * x[1] + 3.0 * x[2] * x[2] - x[3] / 4.0
+
+
+def smooth(x, c):
+    return np.sum(np.sin(x) * c + np.exp(-x * x)) + np.mean(x[1:] * x[:-1])
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv('TRACKED_CACHE_DIR', str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def held_switch(monkeypatch):
+    """The switch to the kernels waits until the test sets the returned event."""
+    release = threading.Event()
+    switch = base.Tape._switch
+
+    def held(self, tiering, prog):
+        release.wait(TIMEOUT)
+        switch(self, tiering, prog)
+    monkeypatch.setattr(base.Tape, '_switch', held)
+    return release
+
+
+def test_results_are_identical_before_and_after_the_switch(fresh_cache, held_switch):
+    x = np.array([0.5, -1.5, 2.0, 3.0])
+    ct = tr.compile(tr.GradientTape(exact, x))
+    inputs = [np.array([1.0, 2.0, -3.0, 0.25]), np.array([-0.1, 7.0, 1e-3, 5.0])]
+    before = [ct.withgradient(v) for v in inputs]
+    assert ct.compiled is None                       # the NumPy replay answered
+    held_switch.set()
+    assert ct.wait(TIMEOUT), ct.compile_error
+    assert ct.compiled is not None and ct.fallbacks == []
+    after = [ct.withgradient(v) for v in inputs]
+    for (v0, (g0,)), (v1, (g1,)) in zip(before, after):
+        assert v0 == v1 and np.array_equal(g0, g1)   # bit for bit
+    g = ct.gradient(inputs[0])
+    assert ct.gradient(inputs[1], out=g) is g and np.array_equal(g[0], after[1][1][0])
+
+
+def test_rounding_aside_the_switch_changes_nothing(fresh_cache, held_switch):
+    x = np.linspace(-1.0, 1.0, 37)
+    ct = tr.compile(tr.GradientTape(smooth, x, 1.5, wrt=(0,)))
+    new = np.cos(np.arange(37.0))
+    v0, (g0, _) = ct.withgradient(new, 0.5)
+    with pytest.raises(ValueError, match='shape'):
+        ct.gradient(np.ones(3), 0.5)                 # the same checks in both tiers
+    held_switch.set()
+    assert ct.wait(TIMEOUT), ct.compile_error
+    v1, (g1, _) = ct.withgradient(new, 0.5)
+    np.testing.assert_allclose(v1, v0, rtol=1e-13)
+    np.testing.assert_allclose(g1, g0, rtol=1e-13, atol=1e-15)
+    with pytest.raises(ValueError, match='shape'):
+        ct.gradient(np.ones(3), 0.5)
+
+
+def test_a_failed_compile_leaves_the_numpy_replay(fresh_cache, monkeypatch):
+    monkeypatch.setattr(tiers, 'WORKER', 'import sys; sys.exit("no compiler here")')
+    ct = tr.compile(tr.GradientTape(exact, np.ones(4)))
+    assert ct.wait(TIMEOUT) is False
+    assert 'exited with 1' in str(ct.compile_error) and 'no compiler here' in str(ct.compile_error)
+    v, (g,) = ct.withgradient(np.array([1.0, 2.0, 3.0, 4.0]))
+    assert v == 1.0 * 2.0 + 27.0 - 1.0 and np.array_equal(g, [2.0, 1.0, 18.0, -0.25])
+
+
+def test_a_killed_compile_leaves_the_numpy_replay(fresh_cache, monkeypatch):
+    monkeypatch.setattr(tiers, 'WORKER', 'import time; time.sleep(600)')
+    ct = tr.compile(tr.GradientTape(exact, np.ones(4)))
+    ct.gradient(np.ones(4))                          # the first call starts the compilation
+    t = ct._tiering
+    for _ in range(TIMEOUT * 10):
+        if t.proc is not None or t.done.is_set():
+            break
+        t.done.wait(0.1)
+    t.proc.kill()
+    assert ct.wait(TIMEOUT) is False and 'exited with -9' in str(ct.compile_error)
+    assert ct.compiled is None
+    assert np.array_equal(ct.gradient(np.array([1.0, 2.0, 3.0, 4.0]))[0], [2.0, 1.0, 18.0, -0.25])
+
+
+_LOAD = r'''
+import numpy as np, tracked as tr
+from test_tiers import smooth
+tape = tr.compile(tr.GradientTape(smooth, np.linspace(-1.0, 1.0, 37), 1.5, wrt=(0,)),
+                  background=False)
+c = tape.compiled
+hits = [getattr(__import__(k.name), k.name).cache_hits for k in c.kernels]
+v, (g, _) = tape.withgradient(np.cos(np.arange(37.0)), 0.5)
+e, (eg, _) = tr.withgradient(smooth, np.cos(np.arange(37.0)), 0.5)
+print(hits, bool(np.allclose(v, e, rtol=1e-13) and np.allclose(g, eg, rtol=1e-13)))
+'''
+
+
+def test_two_processes_compiling_the_same_kernels_do_not_corrupt_the_cache(fresh_cache):
+    tape = tr.GradientTape(smooth, np.linspace(-1.0, 1.0, 37), 1.5, wrt=(0,))
+    prog = tape._new_compiled()
+    for name, source in prog.sources():
+        cache.write(name, source)
+    spec = json.dumps({'dir': cache.cache_dir(), 'kernels': [k.name for k in prog.kernels],
+                       'entry': prog.entry_name})
+    procs = [subprocess.Popen([sys.executable, '-c', tiers.WORKER, spec],
+                              stderr=subprocess.PIPE) for _ in range(2)]
+    for p in procs:
+        _, err = p.communicate(timeout=TIMEOUT)
+        assert p.returncode == 0, err.decode()
+    # a third process loads every kernel from the cache and computes the right gradient
+    here = str(__import__('pathlib').Path(__file__).parent)
+    r = subprocess.run([sys.executable, '-c', f'import sys; sys.path.insert(0, {here!r})\n' + _LOAD],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    hits, ok = r.stdout.split(']')
+    assert set(json.loads(hits + ']')) == {1} and ok.strip() == 'True'

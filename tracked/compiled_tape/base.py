@@ -1,0 +1,284 @@
+"""The machinery every recorded tape shares: recording, compiling, the general call path.
+
+Recording runs ``f`` once on leaves at stacked trace levels (see record.py) and
+then the backward pass(es) at the higher levels, so that the program holds the
+forward and the backward pass as plain forward operations.  Replaying checks the
+arguments' structure, shapes and dtypes (signature.py), runs the program (NumPy,
+or numba kernels once compiled) and checks every guard on the way.  A compiled
+``GradientTape`` answers its common calls through generated code (calls.py); every
+other call, and every call that needs more than the common case, comes here.
+"""
+import numpy as np
+
+from ..tape import new_level, push_recorder, pop_recorder
+from ..tree_util import tuple_def
+from .guards import TapeGuardError
+from .program import Program
+from .record import Recorder
+from .signature import as_input, check_leaves, leaf_spec
+from .tiers import Tiering
+from .trees import flatten_args, arg_leaves
+
+__all__ = ['Tape']
+
+
+class Tape:
+    """Shared machinery of the recorded tapes: recording, argument checks, replay in
+    NumPy or compiled code, the compile state, printing.
+
+    Subclasses define ``_trace(rec, inputs)`` (run ``f`` and its backward passes,
+    returning the program's outputs) and ``_layout()`` (the output arrays and where
+    program outputs go in them).
+    """
+
+    _what = 'tape'
+
+    def __init__(self, f, *args, wrt=None, on_guard='error'):
+        if on_guard not in ('error', 'retrace'):
+            raise ValueError(f'on_guard must be "error" or "retrace", got {on_guard!r}')
+        self.f = f
+        self.on_guard = on_guard
+        self.nargs = len(args)
+        if wrt is None:
+            wrt = tuple(range(len(args)))
+        elif isinstance(wrt, int):
+            wrt = (wrt,)
+        wrt = tuple(w % len(args) if len(args) else w for w in wrt)
+        for w in wrt:
+            if not 0 <= w < len(args):
+                raise ValueError(f'wrt={wrt}: f was given {len(args)} arguments')
+        self.wrt = wrt
+        self.compiled = None
+        self._compile_mode = None        # None, 'foreground' or 'background'
+        self._tiering = None
+        self._record(args)
+
+    # -- recording ------------------------------------------------------------
+    def _record(self, args):
+        leaves, arg_defs = flatten_args(args)
+        self.arg_defs = arg_defs                   # one TreeDef per argument
+        self.treedef = tuple_def(arg_defs)         # the argument tuple as one tree
+        self.specs = [leaf_spec(x) for x in leaves]
+        self.pyfloat = [type(x) in (float, int) or isinstance(x, np.generic) for x in leaves]
+        per_arg = arg_leaves(arg_defs)
+        diff = set()
+        for a in self.wrt:
+            diff.update(p for p in per_arg[a] if self.specs[p][1].kind in 'fiuc')
+        self.diff = sorted(diff)
+        self._diffset = frozenset(diff)
+        self.has_int_diff = any(self.specs[p][1].kind in 'iu' and self.specs[p][0] != ()
+                                for p in diff)
+        # a Python int outside ``wrt`` is a constant of the tape (a size, a count)
+        self.static = {p: x for p, x in enumerate(leaves) if type(x) is int and p not in diff}
+        self.per_arg = per_arg
+        checks = []
+        for p, x in enumerate(leaves):
+            t = type(x)
+            if t is np.ndarray:
+                checks.append((t, {'shape': x.shape, 'dtype': x.dtype}))
+            elif t is int and p in self.static:
+                checks.append((t, {None: x}))
+            else:
+                checks.append((t, {}))
+        # generated for this structure; arrays untied when recorded must stay untied
+        # (tied ones get the total gradient: another tape), argument by argument
+        self._checks = checks
+        self._checker = self.treedef.matcher(checks, distinct=per_arg)
+        rec = Recorder(new_level())
+        push_recorder(rec)
+        try:
+            inputs = [x if p in self.static else rec.input(as_input(x, p in diff), p)
+                      for p, x in enumerate(leaves)]
+            outputs = self._trace(rec, inputs)
+        finally:
+            pop_recorder(rec)
+        self.program = Program(rec, outputs)
+        self.n_outputs = len(outputs)
+        self.out_specs, self.placements = self._layout()
+        for name in ('_out_checker', '_out_checked', '_out_last'):
+            self.__dict__.pop(name, None)
+        self.compiled = None
+        if self._compile_mode is not None:         # retraced: compile the new program
+            self._start_compile(self._compile_mode == 'background')
+        self._install_calls()
+
+    # -- pickling: a tape travels as its recorded program --------------------------
+    def __getstate__(self):
+        # Generated code (argument checkers, calls, the compiled entry) and the
+        # background compilation are rebuilt where the tape lands, numba's from the
+        # disk cache; ``f`` is needed only to re-record.
+        state = {k: v for k, v in self.__dict__.items() if k not in _PER_PROCESS}
+        if self.on_guard != 'retrace':
+            state['f'] = _Recorded(getattr(self.f, '__name__', repr(self.f)))
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.compiled = None
+        self._tiering = None
+        self._checker = self.treedef.matcher(self._checks, distinct=self.per_arg)
+        if self._compile_mode is not None:
+            try:                 # in the foreground: a worker's first call uses it
+                self._start_compile(background=False)
+            except Exception as e:
+                name = getattr(self.f, '__name__', 'f')
+                raise RuntimeError(
+                    f'a compiled {self._what} of {name} arrived in a process that '
+                    f'cannot compile it ({type(e).__name__}: {e}). It needs numba and a '
+                    f'writable cache folder ($TRACKED_CACHE_DIR); or send the tape '
+                    f'uncompiled and replay it in NumPy.') from e
+        self._install_calls()
+
+    def __copy__(self):                   # compile() copies: a plain shallow copy
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        return new
+
+    # -- compiling ------------------------------------------------------------------
+    def _start_compile(self, background):
+        """Compile the program: now, or in the background while calls replay in NumPy."""
+        self._compile_mode = 'background' if background else 'foreground'
+        self.compiled = None
+        if background:
+            self._tiering = Tiering(self)
+        else:
+            self._tiering = None
+            prog = self._new_compiled().load()
+            self._warm(prog)
+            self.compiled = prog
+
+    def _new_compiled(self):
+        """The program planned for numba (kernels not loaded yet)."""
+        from .compiled import CompiledProgram
+        return CompiledProgram(self.program, self.specs, self.out_specs, self.placements)
+
+    def _warm(self, prog):
+        """Run ``prog`` once on the recorded values (its entry compiles or loads now)."""
+        full = [None] * len(self.specs)
+        for ins in self.program.instrs:
+            if ins.kind == 'input':
+                full[ins.pos] = ins.value
+        for p, x in enumerate(full):
+            if x is None:
+                full[p] = np.zeros(*self.specs[p])
+        prog.run(full, self._new_outs())
+
+    def _switch(self, tiering, prog):
+        """Use ``prog`` from the next call on (called by the background compilation)."""
+        if self._tiering is tiering and self.program is prog.program:
+            self.compiled = prog
+            self._install_calls()
+
+    def _install_calls(self):
+        """Install the generated calls of the current state (GradientTape: calls.py)."""
+
+    def wait(self, timeout=None):
+        """``tape.wait(timeout=None)``: wait until a compiled tape runs its numba kernels;
+        True if it does, False if the background compilation failed (the tape replays in
+        NumPy; ``compile_error`` says why) or ``timeout`` seconds passed first."""
+        if self.compiled is not None:
+            return True
+        t = self._tiering
+        return t.wait(timeout) if t is not None else False
+
+    @property
+    def compile_error(self):
+        """Why the background compilation failed (a ``CompileError``), or None."""
+        t = self._tiering
+        return t.error if t is not None else None
+
+    @property
+    def fallbacks(self):
+        """What a compiled tape runs in NumPy: one entry per instruction, printing as
+        the instruction and the reason (``.instr``, ``.reason``); None if not compiled."""
+        if self.compiled is not None:
+            return list(self.compiled.fallbacks)
+        t = self._tiering
+        if t is None:
+            return None
+        t.go.set()
+        t.planned.wait()                           # planning takes milliseconds
+        return list(t.compiled.fallbacks) if t.compiled is not None else None
+
+    def _new_outs(self):
+        return [np.zeros(shape, dtype) for shape, dtype in self.out_specs]
+
+    # -- the general call path --------------------------------------------------------
+    def _exec(self, leaves, outs):
+        """Run on checked ``leaves``: placed outputs go into ``outs``; returns a function
+        giving the other outputs by index."""
+        c = self.compiled
+        if c is not None:
+            c.run(leaves, outs)
+            return c.getter(leaves, outs)
+        vals = self.program.run(self._inputs(leaves))
+        t = self._tiering
+        if t is not None and not t.go.is_set():
+            t.go.set()                   # the first call is done: compile in the background
+        for oi, (k, off) in self.placements.items():
+            v = vals[oi]
+            flat = outs[k].reshape(-1)
+            n = int(np.size(v))
+            flat[off:off + n] = np.ravel(v)
+        return vals.__getitem__
+
+    def _leaves(self, args):
+        return check_leaves(self, args)
+
+    def _inputs(self, leaves):
+        diff = self._diffset
+        return [as_input(x, p in diff) if type(x) is not np.ndarray else x
+                for p, x in enumerate(leaves)] if self.has_int_diff or not all(
+                    type(x) is np.ndarray for x in leaves) else leaves
+
+    def _run(self, args, outs=None):
+        """Check ``args`` and replay into ``outs`` (fresh arrays if None); retrace on a
+        failed guard if asked to.  Returns (getter of unplaced outputs, outs)."""
+        leaves = self._leaves(args)
+        given = outs is not None
+        if not given:
+            outs = self._new_outs()
+        try:
+            return self._exec(leaves, outs), outs
+        except TapeGuardError:
+            if self.on_guard != 'retrace':
+                raise
+            self._record(args)
+            # the new path may produce other outputs (a gradient that is now None):
+            # fresh buffers, or a clear error if the caller's out= no longer fits
+            outs = self._check_out(outs) if given else self._new_outs()
+            return self._exec(self._leaves(args), outs), outs
+
+    # -- printing ----------------------------------------------------------------
+    @property
+    def instructions(self):
+        """The recorded instructions (forward and backward), in execution order."""
+        return self.program.instrs
+
+    @property
+    def guards(self):
+        return self.program.guards
+
+    def __str__(self):
+        head = (f'{type(self).__name__} of {getattr(self.f, "__name__", repr(self.f))}: '
+                f'{len(self.program.instrs)} instructions, {len(self.program.guards)} guards')
+        return '\n'.join([head] + ['  ' + line for line in self.program.lines()])
+
+    def __repr__(self):
+        return (f'<{type(self).__name__} of {getattr(self.f, "__name__", repr(self.f))}: '
+                f'{len(self.program.instrs)} instructions, {len(self.program.guards)} guards>')
+
+
+# Per process: generated code, the compiled program, the background compilation.
+_PER_PROCESS = ('_checker', '_out_checker', '_out_checked', '_out_last', '_diffset_cache',
+                'compiled', '_tiering', 'gradient', 'withgradient')
+
+
+class _Recorded:
+    """``f`` of an unpickled tape that never re-records (``on_guard='error'``): its name."""
+
+    def __init__(self, name):
+        self.__name__ = name
+
+    def __repr__(self):
+        return f'<{self.__name__}: recorded, not sent>'

@@ -1,0 +1,137 @@
+"""Tiered execution: a compiled tape answers at once while its kernels compile elsewhere.
+
+``tr.compile(tape)`` returns before anything is compiled.  Until the kernels are
+ready, calls replay the tape in NumPy (the same program, the same guards: at once,
+and faster than the eager tape); once the first call has returned, a background
+thread plans the program (milliseconds of Python), writes the kernels' sources
+to the disk cache and, if numba's cache lacks any of them, starts
+a *process* that compiles them there (numba's compiler is Python and holds the
+GIL: in a thread it would slow the caller's every call for seconds).  When that
+process is done, the thread loads the machine code (milliseconds per kernel, after
+numba's first use in the process: ~0.3 s, warmed up while the process compiles),
+runs the program once on the recorded values and switches the tape to it.  A call never
+waits for any of this, and the switch changes no result beyond floating-point
+rounding (NumPy's vectorised ``sin`` or pairwise ``sum`` round differently from a
+scalar loop; IEEE-exact operations give the same bits).
+
+If the process fails or is killed, the tape keeps replaying in NumPy and
+``tape.compile_error`` says why.  Two processes compiling the same kernels at once
+write the same files: sources and numba's cache entries are written to a temporary
+file and renamed, so a reader sees a whole file or none.
+"""
+import _thread
+import sys
+import threading
+import time
+
+__all__ = ['Tiering', 'CompileError', 'WORKER', 'START_DELAY']
+
+START_DELAY = 0.5        # seconds the planning waits for the first call at most
+GRACE = 0.01             # seconds between the first call's end and the planning
+
+
+class CompileError(RuntimeError):
+    """The background compilation of a tape's kernels failed (the tape replays in NumPy)."""
+
+
+# The background process: imports the kernel modules and the entry (each compiled for
+# its one signature when imported, and saved to numba's cache beside it).  It imports
+# NumPy and numba only, not tracked: it starts in a fraction of a second.
+WORKER = r'''
+import importlib, json, sys
+spec = json.loads(sys.argv[1])
+sys.path.insert(0, spec['dir'])
+import numpy as np
+for name in spec['kernels']:
+    importlib.import_module(name)
+importlib.import_module(spec['entry'])          # compiled for its signature when imported
+'''
+
+
+class Tiering:
+    """The background compilation of one tape's program (module docstring).
+
+    ``planned`` is set once the program is planned (``compiled`` then holds the
+    ``CompiledProgram``, not yet loaded), ``done`` once the tape switched or the
+    compilation failed (``error``); ``proc`` is the compiling process, if one was
+    needed; ``times`` the ``time.perf_counter()`` of each stage reached (created,
+    start, planned, compiled, loaded, switched), for benchmarks.
+    """
+
+    def __init__(self, tape):
+        self.tape = tape
+        self.go = threading.Event()      # set by the first call (or wait): start planning
+        self.planned = threading.Event()
+        self.done = threading.Event()
+        self.compiled = None
+        self.error = None
+        self.proc = None
+        self.times = {'created': time.perf_counter()}   # stage -> perf_counter()
+        # not threading.Thread: its start() waits until the new thread runs, which on a
+        # busy machine took 5-10 ms of the caller's time in one start out of two
+        _thread.start_new_thread(self._work, ())
+
+    def _work(self):
+        # Planning is Python and would share the GIL with the caller's first call: it
+        # starts once that call has returned (or after START_DELAY seconds at most).
+        if self.go.wait(START_DELAY):
+            time.sleep(GRACE)          # let the call that set go return without contention
+        try:
+            from . import cache            # imports numba: here, not in the caller's thread
+            self._mark('start')
+            prog = self.compiled = self.tape._new_compiled()
+            self._mark('planned')
+            self.planned.set()
+            if not all(cache.is_cached(name) for name, _ in prog.sources()):
+                for name, source in prog.sources():
+                    cache.write(name, source)
+                self._compile_elsewhere(prog, cache.cache_dir())
+                self._mark('compiled')
+            prog.load()
+            self._mark('loaded')
+            self.tape._warm(prog)
+            self.tape._switch(self, prog)
+            self._mark('switched')
+        except BaseException as e:     # noqa: BLE001 -- reported through compile_error
+            self.error = e if isinstance(e, CompileError) else CompileError(
+                f'{type(e).__name__}: {e}')
+        finally:
+            self.planned.set()
+            self.done.set()
+
+    def _mark(self, stage):
+        self.times[stage] = time.perf_counter()
+
+    def _compile_elsewhere(self, prog, folder):
+        """Compile ``prog``'s kernels and entry into the cache ``folder`` in a new process."""
+        import json
+        import subprocess
+        spec = {'dir': folder, 'kernels': [k.name for k in prog.kernels],
+                'entry': prog.entry_name}
+        self.proc = subprocess.Popen([sys.executable, '-c', WORKER, json.dumps(spec)],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        _warm_numba()                  # meanwhile: numba's first use in this process
+        _, err = self.proc.communicate()
+        if self.proc.returncode != 0:
+            tail = err.decode(errors='replace').strip().splitlines()[-3:]
+            raise CompileError(f'the compiling process exited with {self.proc.returncode}'
+                               + (': ' + ' / '.join(tail) if tail else ''))
+
+    def wait(self, timeout=None):
+        """Wait until the tape switched or the compilation failed; whether it switched."""
+        self.go.set()
+        self.done.wait(timeout)
+        return self.done.is_set() and self.error is None
+
+
+_warmed = []
+
+
+def _warm_numba():
+    """Compile a trivial function: numba's first compilation in a process initialises
+    its compiler and LLVM (~0.3 s of CPU), which loading the kernels would pay later."""
+    if not _warmed:
+        from numba import njit
+        njit(lambda x: x + 1)(1)
+        _warmed.append(True)
