@@ -13,7 +13,8 @@ from collections import namedtuple
 import numpy as np
 
 from . import duplicated as _duplicated
-from .arguments import (Args, check_scalar, first_output, leaf_value, split_backend)
+from .arguments import (Args, check_function, check_scalar, first_output, leaf_value,
+                        split_backend)
 from .registry import Primitive
 from .tape import backward, new_level, new_node
 from .tree_util import is_node, tree_map
@@ -163,6 +164,7 @@ def pullback(f, *args):
     >>> y, back(1.0), back(2.0)
     (np.float64(30.0), (np.float64(15.0), np.float64(10.0), np.float64(6.0)), (np.float64(30.0), np.float64(20.0), np.float64(12.0)))
     """
+    check_function(f, 'pullback')
     y, back = _pullback(f, args)
     return y, lambda dy=None: back(dy)
 
@@ -190,6 +192,7 @@ def withgradient(f, *args, zero=True):
     >>> val[0], g
     (np.float64(1.75), array([-1.    , -0.25  , -0.0625]))
     """
+    check_function(f, 'gradient')
     backend, args = split_backend(args)
     if not zero or _duplicated.is_annotated(args):
         return _duplicated.withgradient(f, backend, args, zero)

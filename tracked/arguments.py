@@ -12,7 +12,7 @@ import numpy as np
 from .tree_util import flatten, is_node, unflatten
 from .values import Tracked, as_value, plain
 
-__all__ = ['ADType', 'split_backend', 'differentiable', 'Args', 'match_gradient',
+__all__ = ['ADType', 'split_backend', 'check_function', 'differentiable', 'Args', 'match_gradient',
            'float_dtype', 'is_number_list', 'first_output', 'check_scalar']
 
 
@@ -47,9 +47,20 @@ def split_backend(args):
     >>> tr.arguments.split_backend((tr.AutoTracked(), 1.0))
     (AutoTracked(), (1.0,))
     """
-    if args and type(args[0]) is not np.ndarray and _is_adtype(args[0]):
-        return args[0], args[1:]
+    if args and type(args[0]) is not np.ndarray:
+        if _is_adtype(args[0]):
+            return args[0], args[1:]
+        if isinstance(args[0], type) and issubclass(args[0], ADType):
+            raise TypeError(f'pass a backend instance, tr.{args[0].__name__}(), not the '
+                            f'class tr.{args[0].__name__}')
     return None, args
+
+
+def check_function(f, who):
+    """A ``TypeError`` unless ``f`` is callable: ``who(f, *args)`` takes the function first."""
+    if not callable(f):
+        raise TypeError(f'{who}(f, *args): f must be the function to differentiate, got '
+                        f'{type(f).__name__}; pass the function first, then its arguments')
 
 
 def _is_adtype(x):

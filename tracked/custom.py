@@ -53,7 +53,7 @@ class _Call:
             self._store(g, self.pullback(g), nargs)
         return self.cts
 
-    def first(self, g, args, kwargs, forward):
+    def first(self, g, ans, args, kwargs, forward):
         """``cotangents`` for a new ``g``; a pullback that fails on tracked values
         makes the call opaque (``forward`` re-runs on plain values)."""
         mark = _guard_mark() if _tape._special_threads else None    # (inlined test: hot)
@@ -66,10 +66,11 @@ class _Call:
             _rollback_guards(mark)
             self.pullback = forward.opaque(args, kwargs)
             cts = self.pullback(g)
-        if type(cts) is tuple and len(cts) == len(args):
-            self.g, self.cts = g, cts
-            return cts
-        return self._store(g, cts, len(args))
+        if not (type(cts) is tuple and len(cts) == len(args)):
+            cts = self._store(g, cts, len(args))
+        _check_shapes(cts, args, ans)
+        self.g, self.cts = g, cts
+        return cts
 
     def _store(self, g, cts, nargs):
         if not isinstance(cts, (tuple, list)):
@@ -82,11 +83,31 @@ class _Call:
         return self.cts
 
 
+_NUMBERS = (float, int, complex, bool)
+
+
+def _check_shapes(cts, args, ans):
+    """A cotangent is shaped like its argument (or like the output, which the tape sums
+    down to the argument's shape); any other shape is a bug in the pullback that
+    summing would hide."""
+    out = getattr(ans, 'shape', None)
+    for i, (ct, a) in enumerate(zip(cts, args)):
+        if ct is None or type(ct) in _NUMBERS:
+            continue                # a number: shaped like anything (broadcast by the tape)
+        shape = getattr(ct, 'shape', None)
+        expected = () if type(a) in _NUMBERS else getattr(a, 'shape', None)
+        if shape is not None and expected is not None and shape != expected and shape != out:
+            raise ValueError(f'a custom pullback returned a cotangent of shape {shape} for '
+                             f'argument {i} of shape {expected}'
+                             + (f' (the output has shape {out})' if out is not None else '')
+                             + '; return one shaped like its argument')
+
+
 def _position_vjp(i, forward=None):
     def vjp(g, ans, *args, _state, **kwargs):
         if g is _state.g:
             return _state.cts[i]
-        return _state.first(g, args, kwargs, forward)[i]
+        return _state.first(g, ans, args, kwargs, forward)[i]
     return vjp
 
 
@@ -179,10 +200,7 @@ class RuleForward:
         for a in args:
             if isinstance(a, Tracked):
                 return self._on_tracked(args, _state, kwargs)
-        y, pb = self.function(*args, **kwargs)
-        if not callable(pb):
-            raise TypeError(f'@tr.rule function {self.function.__name__} must return '
-                            f'(value, pullback); its second result is not callable')
+        y, pb = self._split(self.function(*args, **kwargs))
         _state.pullback = pb
         _state.g = _state.cts = None     # a replay may reuse a cotangent buffer
         return _as_output(y, self.function.__name__)
@@ -191,13 +209,11 @@ class RuleForward:
         if not self.always_opaque:
             mark = _guard_mark()
             try:
-                y, pb = self.function(*args, **kwargs)
+                result = self.function(*args, **kwargs)
             except Exception:
                 pass                         # not NumPy that tracked can trace: opaque
             else:
-                if not callable(pb):
-                    raise TypeError(f'@tr.rule function {self.function.__name__} must return '
-                                    f'(value, pullback); its second result is not callable')
+                y, pb = self._split(result)
                 if isinstance(y, Tracked):
                     state.pullback = pb
                     state.g = state.cts = None
@@ -208,6 +224,16 @@ class RuleForward:
         pb = state.pullback = self.opaque(args, kwargs)
         state.g = state.cts = None
         return pb.y
+
+    def _split(self, result):
+        """``(value, pullback)`` from what the rule's function returned, or a clear error."""
+        if type(result) not in (tuple, list) or len(result) != 2 or not callable(result[1]):
+            got = (f'a {type(result).__name__} of {len(result)}' if type(result) in (tuple, list)
+                   else f'a {type(result).__name__}')
+            raise TypeError(f'@tr.rule function {self.name} must return (value, pullback): '
+                            f'a 2-tuple whose second item is a function of the cotangent; '
+                            f'it returned {got}')
+        return result
 
     # -- opaque calls ------------------------------------------------------------
     def opaque(self, args, kwargs):

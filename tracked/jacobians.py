@@ -20,7 +20,8 @@ from collections import namedtuple
 import numpy as np
 
 from .api import gradient, vjp
-from .arguments import Args, differentiable, float_dtype, is_number_list, keep_value, leaf_value
+from .arguments import (Args, check_function, differentiable, float_dtype, is_number_list,
+                        keep_value, leaf_value)
 from .forward import Dual, DualLevel, primal
 from .values import Tracked, plain
 
@@ -70,6 +71,7 @@ def withjacobian(f, *args, mode='auto'):
            [1., 1., 0.],
            [1., 1., 1.]]))
     """
+    check_function(f, 'withjacobian')
     if mode not in _MODES:
         raise ValueError(f'mode={mode!r}: expected one of {_MODES}')
     spec = Args(tuple(_array_arg(a) for a in args))
@@ -213,6 +215,7 @@ def hessian(f, x):
     array([[6., 2.],
            [2., 0.]])
     """
+    check_function(f, 'hessian')
     x = _array_arg(x)
     _no_complex_inputs(Args((x,)), 'hessian')
     H = jacobian(_grad_of(f), x, mode='forward')[0]
@@ -229,6 +232,7 @@ def hessian_reverse(f, x):
     array([[6., 2.],
            [2., 0.]])
     """
+    check_function(f, 'hessian_reverse')
     x = _array_arg(x)
     _no_complex_inputs(Args((x,)), 'hessian')
     n = _size(x)
@@ -250,6 +254,7 @@ def diaghessian(f, *args):
     >>> np.round(tr.diaghessian(np.arctan2, 1, 2), 2)
     array([-0.16,  0.16])
     """
+    check_function(f, 'diaghessian')
     spec = Args(tuple(_array_arg(a) for a in args))
     _no_complex_inputs(spec, 'diaghessian')
     n = sum(_size(a) for a in spec.flat)
@@ -311,6 +316,7 @@ def jvp(f, args, tangents):
     >>> tr.jvp(lambda x, y: x * y, (np.array([1., 2.]), 3.0), (np.array([1., 0.]), 1.0))
     (array([3., 6.]), array([4., 2.]))
     """
+    check_function(f, 'jvp')
     if not isinstance(args, tuple):
         args, tangents = (args,), (tangents,)
     spec = Args(args)
@@ -328,5 +334,6 @@ def hvp(f, x, v):
     >>> tr.hvp(lambda x: np.sum(x ** 3), np.array([1., 2.]), np.array([1., 1.]))
     array([ 6., 12.])
     """
+    check_function(f, 'hvp')
     x = _array_arg(x)
     return jvp(_grad_of(f), (x,), (v,))[1]

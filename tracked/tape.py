@@ -465,8 +465,8 @@ def backward(root, seed, retain=False, private=False, sparse=False):
 # save a leaf's value or a constant array make it read-only until they are released
 # (by back(), or when they are dropped): the write then fails at once.  Intermediates
 # are not protected (each operation would pay for it; a user reaches them only
-# through tr.data of a non-leaf).  Measured: W1 +~1% instructions, W3 ~+1% (one or
-# two protected arrays per call).
+# through tr.data of a non-leaf).  Measured (callgrind, instructions per call): W1
+# +0.1%, W3 at n=100 +4.9% (one protected leaf per call).
 
 _protected = {}         # id(array) -> [array, number of live entries protecting it]
 _finalizers = {}        # id(node) -> weak reference whose callback unprotects

@@ -115,6 +115,8 @@ def record(prim, vals, kwargs, ans, parents, key, level, same_shape=False):
     (position, node) pairs at ``level``, ``key`` is ``registry.plan_key(parents,
     len(vals))``.  ``tape.new_node`` inline: a call and its helpers cost ~15% of ``apply``.
     """
+    if type(ans) is not np.ndarray and not isinstance(ans, np.generic) or ans.dtype.kind == 'O':
+        ans = plain_result(prim.name, ans)
     keep_ans, saver, _ = prim.saves.get(key) or prim.plan(key)
     t = object.__new__(TrackedReal if ans.ndim == 0 else TrackedArray)
     t._value = ans
@@ -437,7 +439,7 @@ def _binop(uf):
                 if type(prim) is _Primitive:
                     args = (v, other) if pos == 0 else (other, v)
                     ans = prim.fn(*args)
-                    if scalar or ans.dtype.kind != 'c':
+                    if scalar or (type(ans) is np.ndarray and ans.dtype.kind not in 'cO'):
                         t = (TrackedReal if ans.ndim == 0 else TrackedArray)()
                         t._value = ans
                         t._node = n = Node()
@@ -574,7 +576,10 @@ class Tracked:
                         'silently: that would drop its gradient. Use tr.data(x) for the '
                         'value; to build an array from tracked values use np.stack or '
                         'np.concatenate, which tracked differentiates (or import '
-                        'tracked.numpy as np, whose np.array accepts lists of them).')
+                        'tracked.numpy as np, whose np.array accepts lists of them). A '
+                        'plain array cannot hold a tracked value (a[i] = t): tracked.numpy\'s '
+                        'zeros_like/empty_like of a tracked array can; np.full(shape, t) is '
+                        'np.zeros(shape) + t.')
 
     # -- concretisation (guards in recorded tapes) ---------------------------
     def _concrete(self, kind):
@@ -955,6 +960,8 @@ def as_value(x, int_to_float=True):
     """Normalise ``x`` into a NumPy array (or NumPy scalar for 0-d) suitable for a leaf."""
     if isinstance(x, Tracked):
         raise TypeError('value is already tracked; use tr.data(x) to start a new leaf')
+    if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
+        refuse_subclass(x)
     arr = np.asarray(x)
     kind = arr.dtype.kind
     if kind not in 'fiubc':
@@ -965,6 +972,45 @@ def as_value(x, int_to_float=True):
     if isinstance(x, np.ndarray) and arr is x and arr.ndim > 0:
         return arr
     return arr[()] if arr.ndim == 0 else arr
+
+
+def plain_result(name, ans):
+    """The result of ``name`` as a NumPy value, or a ``TypeError`` when it is not one
+    that tracked can differentiate (an operand was a masked array, a matrix, or held
+    Python objects)."""
+    if type(ans) in (float, int, bool, complex):
+        return np.asarray(ans)[()]
+    if isinstance(ans, np.ndarray) and type(ans) is not np.ndarray:
+        refuse_subclass(ans, name)
+    if getattr(ans, 'dtype', None) is None or ans.dtype.kind == 'O':
+        raise TypeError(f'{name} gave {_describe_value(ans)}: an operand holds Python '
+                        f'objects (an array of dtype object?). tracked differentiates '
+                        f'numeric arrays: convert it with .astype(float) first')
+    return ans
+
+
+def _describe_value(v):
+    dtype = getattr(v, 'dtype', None)
+    return f'an array of dtype {dtype}' if dtype is not None else f'a {type(v).__name__}'
+
+
+def refuse_subclass(x, operation=None):
+    """Refuse the ndarray subclasses whose arithmetic is not NumPy's (a masked array's
+    mask, np.matrix's ``*``): tracked differentiates plain arrays, and would drop the
+    mask or change the product without a word.  Other subclasses (np.memmap, ...) are
+    taken as plain arrays."""
+    if isinstance(x, np.ma.MaskedArray):
+        fix = ('compute with plain arrays: x.filled(0.0) or np.where(mask, 0.0, x), '
+               'and a weight array for masked reductions')
+    elif isinstance(x, np.matrix):
+        fix = 'convert it with np.asarray(m) (and write matrix products with @)'
+    elif operation is None:
+        return
+    else:
+        fix = 'convert it with np.asarray(...) first'
+    where = f' from {operation}' if operation else ''
+    raise TypeError(f'tracked differentiates plain NumPy arrays, got a '
+                    f'{type(x).__module__}.{type(x).__name__}{where}; {fix}')
 
 
 def leaf(value, level):

@@ -43,10 +43,11 @@ class Tape:
             wrt = tuple(range(len(args)))
         elif isinstance(wrt, int):
             wrt = (wrt,)
-        wrt = tuple(w % len(args) if len(args) else w for w in wrt)
         for w in wrt:
-            if not 0 <= w < len(args):
-                raise ValueError(f'wrt={wrt}: f was given {len(args)} arguments')
+            if not -len(args) <= w < len(args):
+                raise ValueError(f'wrt={wrt}: f was given {len(args)} arguments, so positions '
+                                 f'run from 0 to {len(args) - 1} (or from -{len(args)})')
+        wrt = tuple(w % len(args) for w in wrt)
         self.wrt = wrt
         self.compiled = None
         self._compile_mode = None        # None, 'foreground' or 'background'

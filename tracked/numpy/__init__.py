@@ -11,6 +11,8 @@ value could be seen -- building an array from a list of tracked scalars:
 - ``r_`` and ``c_`` with tracked items;
 - ``stack``, ``concatenate``, ``hstack``, ``vstack``, ``dstack``, ``column_stack`` of
   lists whose items are (nested lists of) tracked scalars;
+- ``zeros_like``/``ones_like``/``empty_like`` of a tracked float array: a tracked array
+  that ``out[i] = t`` can write tracked values into (NumPy's are plain);
 - ``full``/``full_like`` with a tracked fill value, and ``vectorize`` (the Python
   function runs on tracked scalars, one element at a time).
 
@@ -169,6 +171,30 @@ def full_like(a, fill_value, dtype=None, order='K', subok=True, shape=None, **kw
                              shape=shape, **kwargs)
     return full(_np.shape(a) if shape is None else shape, fill_value,
                 dtype=dtype or _np.result_type(a))
+
+
+def _like(name, fill):
+    numpy_fn = getattr(_np, name)
+
+    def like(a, dtype=None, order='K', subok=True, shape=None, **kwargs):
+        kind = _np.dtype(dtype).kind if dtype is not None else \
+            a.dtype.kind if isinstance(a, _Tracked) else None
+        if kind is None or kind not in 'fc' or (shape is not None and
+                                                tuple(_np.atleast_1d(shape)) != a.shape):
+            return numpy_fn(a, dtype=dtype, order=order, subok=subok, shape=shape, **kwargs)
+        values = _np.full(a.shape, fill, dtype=dtype or a.dtype)
+        # tracked at a's level with a zero derivative, so that x[i] = t can write into it
+        return _np.where(False, a, values)
+    like.__name__ = like.__qualname__ = name
+    like.__doc__ = (f'``{name}(a, ...)``: NumPy\'s, but a tracked float ``a`` gives a tracked '
+                    f'array (with a zero derivative) that ``out[i] = t`` can write a tracked '
+                    f'value into, as in PyTorch; a plain array cannot hold one.')
+    return like
+
+
+empty_like = _like('empty_like', 0.0)
+zeros_like = _like('zeros_like', 0.0)
+ones_like = _like('ones_like', 1.0)
 
 
 class vectorize(_np.vectorize):

@@ -393,7 +393,12 @@ def _putmask(a, mask, values):
 
 
 def _copyto(dst, src, casting='same_kind', where=True):
-    _destination('copyto', dst)
+    if not isinstance(dst, Tracked):      # np.full/np.full_like end here with a tracked fill
+        raise TypeError('np.copyto writes a tracked value into a plain array, which cannot '
+                        'hold its gradient. If this comes from np.full or np.full_like with '
+                        'a tracked fill value, write np.zeros(shape) + value, or use '
+                        'tracked.numpy.full (import tracked.numpy as np); otherwise compute '
+                        'a new array (e.g. with np.where)')
     dst[...] = np.where(where, src, dst)
 
 
