@@ -30,7 +30,7 @@ def _check_usable(x):
     before = x.grad.copy()
     tr.back(np.sum(np.sin(x) * 2.0))
     np.testing.assert_allclose(x.grad - before, 2.0 * np.cos(x.data), rtol=1e-12)
-    assert tp._special_threads == 0
+    assert tp.special_threads == 0
     assert tp.active_recorder() is None
 
 

@@ -240,7 +240,7 @@ def test_pause_recording():
             raise RuntimeError('inside')
     assert not tp.recording_paused()
     assert tr.istracked(x * 2.0)
-    assert tp._special_threads == 0
+    assert tp.special_threads == 0
 
 
 # --------------------------------------------------------------------------

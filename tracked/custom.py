@@ -56,7 +56,7 @@ class _Call:
     def first(self, g, ans, args, kwargs, forward):
         """``cotangents`` for a new ``g``; a pullback that fails on tracked values
         makes the call opaque (``forward`` re-runs on plain values)."""
-        mark = _guard_mark() if _tape._special_threads else None    # (inlined test: hot)
+        mark = _guard_mark() if _tape.special_threads else None    # (inlined test: hot)
         try:
             cts = self.pullback(g)
         except Exception:
@@ -150,7 +150,7 @@ def _any_tracked(args):
 
 def _recording():
     """The recorder of the ``GradientTape`` recording on this thread, or None."""
-    return active_recorder() if _tape._special_threads else None
+    return active_recorder() if _tape.special_threads else None
 
 
 def _guard_mark():

@@ -254,7 +254,7 @@ def _strip_level(a, level):
 def _box_outputs(ans, out, lvl):
     boxed = []
     for a, t in zip(ans, out):
-        if t is None or not _values._is_output_array(a):
+        if t is None or not _values.is_output_array(a):
             boxed.append(a)
         else:
             boxed.append(Dual.make(a, _fit(t, a, lvl.batch), lvl))

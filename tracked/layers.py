@@ -30,7 +30,7 @@ track_stats=False)`` (batch statistics only, in both modes) records fine.
 import numpy as np
 
 from .custom import non_differentiable
-from .nn import Layer, _name, _rng
+from .nn import Layer, as_rng, function_name
 from .tape import active_recorder
 from .tree_util import leaf, leaves
 from .values import Tracked, plain
@@ -173,7 +173,7 @@ class BatchNorm(_Switchable):
             return f'BatchNorm(scale={self.scale!r}, bias={self.bias!r})'  # a gradient tree
         parts = [] if n is None else [str(n)]
         if self.activation is not None:
-            parts.append(_name(self.activation))
+            parts.append(function_name(self.activation))
         if self.scale is None:
             parts.append('affine=False')
         if self.state is None:
@@ -220,7 +220,7 @@ class LayerNorm(Layer):
         size = [int(plain(s)) for s in self.size]
         parts = [str(size[0]) if len(size) == 1 else str(tuple(size))]
         if self.activation is not None:
-            parts.append(_name(self.activation))
+            parts.append(function_name(self.activation))
         if self.scale is None:
             parts.append('affine=False')
         return f'LayerNorm({", ".join(parts)})'
@@ -243,7 +243,7 @@ class Dropout(_Switchable):
         if not 0 <= p <= 1:
             raise ValueError(f'Dropout(p): p is a probability in [0, 1], got {p}')
         self.p = float(p)
-        self.rng = _rng(rng)
+        self.rng = as_rng(rng)
         self.active = None
 
     def __call__(self, x):

@@ -194,7 +194,8 @@ def onehot(labels, n_classes, dtype=np.float64):
 # Layers
 # --------------------------------------------------------------------------
 
-def _rng(rng):
+def as_rng(rng):
+    """A NumPy ``Generator`` from a seed or a generator (the layers' ``rng=``)."""
     return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
 
 
@@ -210,7 +211,8 @@ def _weight(w, what):
     return w
 
 
-def _name(f):
+def function_name(f):
+    """How a layer prints its activation function."""
     return getattr(f, '__name__', repr(f))
 
 
@@ -256,7 +258,7 @@ class Dense(Layer):
             if len(args) == 3:
                 activation = args[2]
             limit = np.sqrt(6.0 / (n_in + n_out))
-            weight = _rng(rng).uniform(-limit, limit, (n_out, n_in)).astype(dtype)
+            weight = as_rng(rng).uniform(-limit, limit, (n_out, n_in)).astype(dtype)
         else:
             if len(args) > 3:
                 raise TypeError('Dense(weight, bias=None, activation=None): too many arguments')
@@ -301,7 +303,7 @@ class Dense(Layer):
         if np.ndim(self.weight) != 2:                # e.g. a gradient tree with None
             return f'Dense(weight={self.weight!r}, bias={self.bias!r})'
         n_out, n_in = np.shape(self.weight)
-        extra = '' if self.activation is None else f', {_name(self.activation)}'
+        extra = '' if self.activation is None else f', {function_name(self.activation)}'
         nobias = '' if self.bias is not None else ', bias=False'
         return f'Dense({n_in} => {n_out}{extra}{nobias})'
 
@@ -322,7 +324,7 @@ class Embedding(Layer):
 
     def __init__(self, *args, rng=None, dtype=np.float64):
         if len(args) == 2 and all(isinstance(a, (int, np.integer)) for a in args):
-            self.weight = _rng(rng).standard_normal((int(args[0]), int(args[1]))).astype(dtype)
+            self.weight = as_rng(rng).standard_normal((int(args[0]), int(args[1]))).astype(dtype)
         elif len(args) == 1 and not isinstance(args[0], (int, np.integer)):
             self.weight = _weight(args[0], 'Embedding weight')
             if np.ndim(self.weight) != 2:
@@ -381,9 +383,9 @@ class Chain(Layer):
         return Chain(*self.layers[i]) if isinstance(i, slice) else self.layers[i]
 
     def __repr__(self):
-        inner = ', '.join(_name(l) if isinstance(l, _FUNCTIONS) else repr(l)
+        inner = ', '.join(function_name(l) if isinstance(l, FUNCTION_TYPES) else repr(l)
                           for l in self.layers)
         return f'Chain({inner})'
 
 
-_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, np.ufunc)
+FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, np.ufunc)

@@ -11,7 +11,7 @@ import numpy as np
 
 from .flat import trainable
 from .layers import State
-from .nn import _FUNCTIONS, Chain, _name
+from .nn import FUNCTION_TYPES, Chain, function_name
 from .tree_util import flatten
 
 __all__ = ['summary', 'format_bytes']
@@ -68,7 +68,7 @@ def _show(x, indent, lines):
             _show(layer, indent + 2, lines)
         lines.append(' ' * indent + ')' + comma)
         return
-    text = _name(x) if isinstance(x, _FUNCTIONS) else repr(x)
+    text = function_name(x) if isinstance(x, FUNCTION_TYPES) else repr(x)
     line = ' ' * indent + text + comma
     params, others = _counts(x)
     if params or others:

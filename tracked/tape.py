@@ -23,17 +23,17 @@ import itertools
 import threading
 import weakref
 from heapq import heappop, heappush, heappushpop
+
 import numpy as np
 
 from .registry import identity, plan_key
 
-_seq = itertools.count()          # next() is atomic under the GIL: safe across threads
+sequence = itertools.count()      # entries' numbers; next() is atomic under the GIL
 _levels = itertools.count(1)      # level 0 is every thread's base tape (``param``)
 _state = threading.local()        # per-thread switches: recording paused, active recorder
 # How many threads pause recording or record a GradientTape now: while it is 0, every
 # operation skips both thread-local lookups with one test (relies on the GIL).
-_special_threads = 0
-
+special_threads = 0
 
 
 class GraphReleasedError(RuntimeError):
@@ -97,7 +97,7 @@ def new_node(prim, args, kwargs, ans, parents, level, same_shape=False):
     node.ans = ans
     node.parents = parents
     node.level = level
-    node.seq = next(_seq)
+    node.seq = next(sequence)
     node.same_shape = same_shape
     node.real_parents = None
     if prim is None:
@@ -118,15 +118,15 @@ class pause_recording:
     """Context manager: operations inside compute plain values and record nothing."""
 
     def __enter__(self):
-        global _special_threads
+        global special_threads
         self._prev = getattr(_state, 'paused', False)
         _state.paused = True
-        _special_threads += 1
+        special_threads += 1
 
     def __exit__(self, *exc):
-        global _special_threads
+        global special_threads
         _state.paused = self._prev
-        _special_threads -= 1
+        special_threads -= 1
 
 
 def active_recorder():
@@ -136,20 +136,20 @@ def active_recorder():
 
 
 def push_recorder(rec):
-    global _special_threads
+    global special_threads
     stack = getattr(_state, 'recorders', None)
     if stack is None:
         stack = _state.recorders = []
     stack.append(rec)
-    _special_threads += 1
+    special_threads += 1
 
 
 def pop_recorder(rec):
-    global _special_threads
+    global special_threads
     stack = _state.recorders
     assert stack and stack[-1] is rec
     stack.pop()
-    _special_threads -= 1
+    special_threads -= 1
 
 
 def shape_of(x):

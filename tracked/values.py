@@ -44,7 +44,7 @@ def apply(prim, args, kwargs):
         return prim.fn(*args, **kwargs)
     if top is not None and top._forward:    # the highest level carries tangents (forward.py)
         return forward_apply(prim, args, kwargs, level)
-    if _tape._special_threads:
+    if _tape.special_threads:
         if recording_paused():
             return prim.fn(*[plain(a) for a in args], **kwargs)
         rec = active_recorder()
@@ -193,7 +193,7 @@ def _select_vjp(g, ans, outputs, k, n):
 SELECT = registry.Primitive(_select_fwd, (_select_vjp, None, None), name='output')
 
 
-def _is_output_array(a):
+def is_output_array(a):
     """Whether an output of a multi-output primitive is differentiable (and boxed)."""
     if isinstance(a, Tracked):
         return True
@@ -229,7 +229,7 @@ def box_outputs(ans, node, level, on_output=None):
     n = len(ans)
     out = []
     for k, a in enumerate(ans):
-        if _is_output_array(a):
+        if is_output_array(a):
             sel = new_node(SELECT, (None, k, n), _NOKW, a, ((0, node),), level, True)
             if on_output is not None:
                 on_output(k, sel, a)
@@ -248,7 +248,7 @@ _NONE1 = (None,)
 _ANS = registry.ANS
 _FAST = registry.FAST
 _REAL_SCALARS = frozenset((float, int, np.float64))   # no complex check needed
-_next_seq = _tape._seq.__next__
+_next_seq = _tape.sequence.__next__
 _RULES = registry.RULES
 _Primitive = registry.Primitive
 
@@ -434,7 +434,7 @@ def _binop(uf):
             if not scalar and type(other) in _SEQUENCES:
                 other = _sequence_operand(other)    # a pullback must never see a list
             both = not scalar and isinstance(other, Tracked)
-            if not (_tape._special_threads or both or isinstance(v, Tracked)):
+            if not (_tape.special_threads or both or isinstance(v, Tracked)):
                 prim = _RULES.get(uf)
                 if type(prim) is _Primitive:
                     args = (v, other) if pos == 0 else (other, v)
@@ -461,7 +461,7 @@ def _binop(uf):
                                 node.prim is None or node.prim.view)):
                             protect_saved(n, n.args, bit << _KEY_SHIFT | 2)
                         return t
-            elif both and not _tape._special_threads:
+            elif both and not _tape.special_threads:
                 # Both operands tracked (a - b): when they are at one level and hold plain
                 # values, skip apply's search for tracked arguments (a third of its cost).
                 onode = other._node
@@ -632,7 +632,7 @@ class Tracked:
 
     # -- NumPy protocols -----------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if method == '__call__' and not kwargs and len(inputs) == 1 and not _tape._special_threads:
+        if method == '__call__' and not kwargs and len(inputs) == 1 and not _tape.special_threads:
             # The eager fast path for a unary ufunc, inline like _binop's (see there).
             # No complex check: a unary ufunc of a real value is real.
             node = self._node
@@ -715,7 +715,7 @@ class Tracked:
     def __getitem__(self, idx):
         if type(idx) is slice:
             v = self._value
-            if type(v) is np.ndarray and not _tape._special_threads:
+            if type(v) is np.ndarray and not _tape.special_threads:
                 # The eager fast path for x[a:b] (stencils, batches): a view of a plain
                 # value, recorded without classifying the index or apply's search for
                 # tracked arguments (a third of the cost of x[1:]).

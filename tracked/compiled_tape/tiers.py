@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-__all__ = ['Tiering', 'CompileError', 'WORKER', 'START_DELAY']
+__all__ = ['Tiering', 'CompileError', 'WORKER', 'START_DELAY', 'wait_all']
 
 START_DELAY = 0.5        # seconds the planning waits for the first call at most
 GRACE = 0.01             # seconds between the first call's end and the planning
@@ -67,6 +67,7 @@ class Tiering:
         self.error = None
         self.proc = None
         self.times = {'created': time.perf_counter()}   # stage -> perf_counter()
+        _running.add(self)
         # not threading.Thread: its start() waits until the new thread runs, which on a
         # busy machine took 5-10 ms of the caller's time in one start out of two
         _thread.start_new_thread(self._work, ())
@@ -98,6 +99,7 @@ class Tiering:
         finally:
             self.planned.set()
             self.done.set()
+            _running.discard(self)
 
     def _mark(self, stage):
         self.times[stage] = time.perf_counter()
@@ -123,6 +125,19 @@ class Tiering:
         self.go.set()
         self.done.wait(timeout)
         return self.done.is_set() and self.error is None
+
+
+_running = set()         # the Tierings still working, in any thread
+
+
+def wait_all(timeout=None):
+    """Wait until every background compilation of this process has finished (for
+    measurements that must not see a loading thread's allocations); True if all did."""
+    for t in list(_running):
+        t.go.set()
+        if not t.done.wait(timeout):
+            return False
+    return True
 
 
 _warmed = []

@@ -56,7 +56,8 @@ _RAD = math.pi / 180.0
 _PYNUM = (int, float)
 
 
-def _is_complex(x):
+def is_complex(x):
+    """Whether ``x`` (an array, a NumPy or Python scalar) holds complex numbers."""
     return getattr(getattr(x, 'dtype', None), 'kind', None) == 'c' or type(x) is complex
 
 
@@ -69,12 +70,12 @@ defpartials(np.subtract, 1, -1, kernel='({0} - {1})')
 defpartials(np.multiply, lambda ans, x, y: y, lambda ans, x, y: x, kernel='({0} * {1})')
 defpartials(np.true_divide, lambda ans, x, y: 1.0 / y,        # np.divide is np.true_divide
             lambda ans, x, y: -ans / y, kernel='({0} / {1})',
-            vjps=(lambda g, ans, x, y: g / y if not _is_complex(y) else g / np.conj(y), None))
+            vjps=(lambda g, ans, x, y: g / y if not is_complex(y) else g / np.conj(y), None))
 defpartials(np.negative, -1, kernel='(-{0})')
 defpartials(np.positive, 1, kernel='{0}')
 defpartials(np.reciprocal, lambda ans, x: -ans * ans, kernel='(1.0 / {0})')
 defpartials(np.square, lambda ans, x: 2.0 * x, kernel='({0} * {0})',
-            vjps=(lambda g, ans, x: g * 2.0 * x if not _is_complex(x)    # a 0-d g (lazy):
+            vjps=(lambda g, ans, x: g * 2.0 * x if not is_complex(x)    # a 0-d g (lazy):
                   else g * 2.0 * np.conj(x),),)                         # one pass
 defpartials(np.sqrt, lambda ans, x: 0.5 / ans, kernel='np.sqrt({0})')
 defpartials(np.cbrt, lambda ans, x: 1.0 / (3.0 * ans * ans), kernel='np.cbrt({0})')
@@ -86,14 +87,14 @@ defpartials(np.floor_divide, 0, 0)
 
 
 def _abs_vjp(g, ans, x):
-    if _is_complex(x):                       # g * z / |z|, and 0 at z == 0
+    if is_complex(x):                       # g * z / |z|, and 0 at z == 0
         return g * (x / np.where(ans == 0, 1.0, ans))
     return g * np.sign(x)
 
 
 def _abs_jvp(tangents, ans, x):
     t = tangents[0]
-    if _is_complex(x):                       # Re(conj(z) dz) / |z|
+    if is_complex(x):                       # Re(conj(z) dz) / |z|
         return np.real(np.conj(x) * t) / np.where(ans == 0, 1.0, ans)
     return np.sign(x) * t
 
@@ -120,18 +121,18 @@ def _power_partials(power):
         return y * power(x, np.where(y == 0, 1.0, y - 1))
 
     def base_vjp(g, ans, x, y):
-        if type(y) in _PYNUM and y == 2 and not _is_complex(x):
+        if type(y) in _PYNUM and y == 2 and not is_complex(x):
             return g * 2.0 * x          # not g * (2.0 * x): a 0-d g (lazy) makes one pass
         p = base(None, x, y)            # (the base's partial never reads ans: not kept)
-        return g * (np.conj(p) if _is_complex(p) else p)
+        return g * (np.conj(p) if is_complex(p) else p)
 
     def exponent(ans, x, y):
         if type(x) in _PYNUM:                     # constant base, e.g. 2.0 ** y
             if x > 0:
                 return ans * math.log(x)
-            if not _is_complex(ans):
+            if not is_complex(ans):
                 return 0.0 * ans
-        if _is_complex(ans):
+        if is_complex(ans):
             return ans * np.log(x * (1.0 + 0.0j))
         return ans * np.log(np.where(x > 0, x, 1.0))
 
@@ -204,15 +205,15 @@ defpartials(np.sinc, _sinc_partial)
 # --------------------------------------------------------------------------
 
 def _real_vjp(g, ans, x):
-    return g * x.dtype.type(1) if _is_complex(x) else g        # a complex cotangent
+    return g * x.dtype.type(1) if is_complex(x) else g        # a complex cotangent
 
 
 def _imag_vjp(g, ans, x):
-    return g * x.dtype.type(1j) if _is_complex(x) else g * 0.0     # i g: d/dy of x + iy
+    return g * x.dtype.type(1j) if is_complex(x) else g * 0.0     # i g: d/dy of x + iy
 
 
 def _angle_vjp(g, ans, z, deg=False):
-    if not _is_complex(z):
+    if not is_complex(z):
         return g * 0.0
     scale = _DEG if deg else 1.0       # d atan2(y, x) = (x dy - y dx) / |z|^2
     r2 = np.real(z * np.conj(z))
@@ -221,7 +222,7 @@ def _angle_vjp(g, ans, z, deg=False):
 
 def _angle_jvp(tangents, ans, z, deg=False):
     t = tangents[0]
-    if not _is_complex(z):
+    if not is_complex(z):
         return np.real(t) * 0.0
     r2 = np.real(z * np.conj(z))
     return np.imag(np.conj(z) * t) / np.where(r2 == 0, 1.0, r2) * (_DEG if deg else 1.0)
@@ -236,7 +237,7 @@ defvjp(np.angle, _angle_vjp, jvp=_angle_jvp)
 
 def _real_if_close(a, tol=100):
     # A value-dependent choice (a guard on a recorded tape): NumPy's own test.
-    if _is_complex(a) and np.all(np.abs(np.imag(a)) < tol * np.finfo(a.dtype).eps):
+    if is_complex(a) and np.all(np.abs(np.imag(a)) < tol * np.finfo(a.dtype).eps):
         return np.real(a)
     return a
 

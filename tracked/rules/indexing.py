@@ -145,7 +145,7 @@ def _getitem_vjp(g, ans, x, idx):
     dense = getattr(getattr(g, 'dtype', None), 'kind', 'f') == 'c'
     if type(idx) is slice and type(g) is np.ndarray and not dense:   # x[a:b], first order
         return SparseCotangent(g, idx, x.shape, True)
-    if dense or isinstance(g, Tracked) or _contains_tracked(idx):   # nested, or a recorded index
+    if dense or isinstance(g, Tracked) or contains_tracked(idx):   # nested, or a recorded index
         return scatter_add(g, idx, shape_of(x))
     # First order: let backward add the slice into a buffer it owns (no zero-filled copy).
     return SparseCotangent(g, idx, shape_of(x), not has_int_arrays(idx))
@@ -178,16 +178,17 @@ defcomposite(operator.getitem, getitem)
 # x[idx] = v  (functional: returns a new array)
 # --------------------------------------------------------------------------
 
-def _contains_tracked(v):
+def contains_tracked(v):
+    """Whether ``v`` is tracked or a (nested) list or tuple holding a tracked value."""
     if isinstance(v, Tracked):
         return True
     if type(v) in (list, tuple):
-        return any(_contains_tracked(e) for e in v)
+        return any(contains_tracked(e) for e in v)
     return False
 
 
 def _setitem_fwd(x, idx, v):
-    if type(v) in (list, tuple) and _contains_tracked(v):
+    if type(v) in (list, tuple) and contains_tracked(v):
         raise TypeError('x[idx] = [...] with tracked values inside a list would drop their '
                         'gradients; assign np.stack([...]) instead')
     if has_int_arrays(idx):

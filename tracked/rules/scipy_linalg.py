@@ -62,7 +62,7 @@ def _trans(trans):
 # solve_triangular
 # --------------------------------------------------------------------------
 
-def _solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, **kwargs):
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, **kwargs):
     """``op(a)^{-1} b`` (op: 0 none, 1 transpose, 2 conjugate transpose) as a primitive."""
     return call(sla.solve_triangular, a, b, trans=trans, lower=lower,
                 unit_diagonal=unit_diagonal)
@@ -89,10 +89,10 @@ def _st_vjp_b(g, ans, a, b, trans=0, lower=False, unit_diagonal=False, **kwargs)
     # op(A)^{-H} g: A^{-H} for trans 0, conj(A)^{-1} for 1, A^{-1} for 2
     trans = _trans(trans)
     if trans == 0:
-        return _solve_triangular(a, g, 2, lower, unit_diagonal)
+        return solve_triangular(a, g, 2, lower, unit_diagonal)
     if trans == 1 and (_is_complex(a) or _is_complex(g)):
-        return np.conj(_solve_triangular(a, np.conj(g), 0, lower, unit_diagonal))
-    return _solve_triangular(a, g, 0, lower, unit_diagonal)
+        return np.conj(solve_triangular(a, np.conj(g), 0, lower, unit_diagonal))
+    return solve_triangular(a, g, 0, lower, unit_diagonal)
 
 
 def _st_vjp_a(g, ans, a, b, trans=0, lower=False, unit_diagonal=False, **kwargs):
@@ -110,7 +110,7 @@ def _st_jvp(tangents, ans, a, b, trans=0, lower=False, unit_diagonal=False, **kw
         dm = _op(_triangle(ta, lower, unit_diagonal), t)
         prod = np.matmul(dm, ans)
         rhs = -prod if rhs is None else rhs - prod
-    return _solve_triangular(a, rhs, t, lower, unit_diagonal)
+    return solve_triangular(a, rhs, t, lower, unit_diagonal)
 
 
 defvjp(sla.solve_triangular, _st_vjp_a, _st_vjp_b, name='scipy.linalg.solve_triangular',
@@ -202,60 +202,60 @@ def _lu_vjp(g, ans, a):
     # L^{-H} Fbar U^{-H}.
     lo, up = _lu_parts(ans)
     fbar = np.tril(np.matmul(_mH(lo), np.tril(g, -1)), -1) + np.triu(np.matmul(np.triu(g), _mH(up)))
-    left = _solve_triangular(ans, fbar, 2, True, True)                     # L^{-H} Fbar
-    gperm = _mH(_solve_triangular(ans, _mH(left), 0, False, False))        # ... U^{-H}
+    left = solve_triangular(ans, fbar, 2, True, True)                     # L^{-H} Fbar
+    gperm = _mH(solve_triangular(ans, _mH(left), 0, False, False))        # ... U^{-H}
     return _permute(gperm, np.argsort(call(_lu_perm, a)))
 
 
 def _lu_jvp(tangents, ans, a):
     lo, up = _lu_parts(ans)
     perm = call(_lu_perm, a)
-    f = _solve_triangular(ans, _permute(tangents[0], perm), 0, True, True)
-    f = _mH(_solve_triangular(ans, _mH(f), 2, False, False))               # L^{-1} dA_p U^{-1}
+    f = solve_triangular(ans, _permute(tangents[0], perm), 0, True, True)
+    f = _mH(solve_triangular(ans, _mH(f), 2, False, False))               # L^{-1} dA_p U^{-1}
     return np.matmul(lo, np.tril(f, -1)) + np.matmul(np.triu(f), up)
 
 
 _lu_prim = Primitive(_lu_packed, (_lu_vjp,), name='scipy.linalg.lu_factor', jvp=_lu_jvp)
 
 
-def _lu_factor(a, overwrite_a=False, check_finite=True):
+def lu_factor(a, overwrite_a=False, check_finite=True):
     if np.ndim(a) != 2 or _shape(a)[0] != _shape(a)[1]:
         raise ValueError(f'tracked.scipy.linalg.lu_factor: expected a square matrix, got '
                          f'shape {_shape(a)}')
     return apply(_lu_prim, (a,), {}), call(_lu_pivots, a)
 
 
-def _lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
+def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     lu, piv = lu_and_piv
     perm = call(_perm_of_piv, piv)
     t = _trans(trans)
     if t == 0:                               # L U x = b[perm]
-        y = _solve_triangular(lu, _permute(b, perm), 0, True, True)
-        return _solve_triangular(lu, y, 0, False, False)
+        y = solve_triangular(lu, _permute(b, perm), 0, True, True)
+        return solve_triangular(lu, y, 0, False, False)
     # A^T x = b (A^H for 2): U^T L^T (x[perm]) = b
-    y = _solve_triangular(lu, b, t, False, False)
-    return _permute(_solve_triangular(lu, y, t, True, True), np.argsort(perm))
+    y = solve_triangular(lu, b, t, False, False)
+    return _permute(solve_triangular(lu, y, t, True, True), np.argsort(perm))
 
 
-defcomposite(sla.lu_factor, _lu_factor)
-defcomposite(sla.lu_solve, _lu_solve)
+defcomposite(sla.lu_factor, lu_factor)
+defcomposite(sla.lu_solve, lu_solve)
 
 
 # --------------------------------------------------------------------------
 # Cholesky factorisation
 # --------------------------------------------------------------------------
 
-def _cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     # SciPy leaves arbitrary values in the other triangle; here they are zeros
     return np.linalg.cholesky(a, upper=not lower), lower
 
 
-def _cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     c, lower = c_and_lower
     if lower:                                 # A = L L^H
-        return _solve_triangular(c, _solve_triangular(c, b, 0, True), 2, True)
-    return _solve_triangular(c, _solve_triangular(c, b, 2, False), 0, False)   # A = U^H U
+        return solve_triangular(c, solve_triangular(c, b, 0, True), 2, True)
+    return solve_triangular(c, solve_triangular(c, b, 2, False), 0, False)   # A = U^H U
 
 
-defcomposite(sla.cho_factor, _cho_factor)
-defcomposite(sla.cho_solve, _cho_solve)
+defcomposite(sla.cho_factor, cho_factor)
+defcomposite(sla.cho_solve, cho_solve)

@@ -15,7 +15,13 @@ import scipy.signal as ssig
 
 from ..registry import defcomposite, defvjp
 from ..values import call
-from .scipy_linalg import _is_complex, _shape
+from .elementwise import is_complex
+
+
+def _shape(x):
+    # not np.shape in the pullbacks themselves: that would make the tape keep only the
+    # shape (registry.Meta), and an argument may be a list
+    return np.shape(x)
 
 
 def _window(mode, s1, s2):
@@ -32,7 +38,7 @@ def _window(mode, s1, s2):
 def _reverse_conj(x):
     """``x`` reversed along every axis and conjugated (SciPy's ``_reverse_and_conj``)."""
     x = np.flip(x)
-    return np.conj(x) if _is_complex(x) else x
+    return np.conj(x) if is_complex(x) else x
 
 
 def _full_cotangent(g, mode, s1, s2):
@@ -43,25 +49,25 @@ def _full_cotangent(g, mode, s1, s2):
                       for (start, length), n1, n2 in zip(_window(mode, s1, s2), s1, s2)])
 
 
-def _convolve(in1, in2, mode='full', method='auto'):
+def convolve(in1, in2, mode='full', method='auto'):
     return call(ssig.convolve, in1, in2, mode=mode, method=method)
 
 
 def _vjp_in1(g, ans, in1, in2, mode='full', method='auto'):
     full = _full_cotangent(g, mode, _shape(in1), _shape(in2))
-    return _convolve(full, _reverse_conj(in2), 'valid', method)
+    return convolve(full, _reverse_conj(in2), 'valid', method)
 
 
 def _vjp_in2(g, ans, in1, in2, mode='full', method='auto'):
     full = _full_cotangent(g, mode, _shape(in1), _shape(in2))
-    return _convolve(full, _reverse_conj(in1), 'valid', method)
+    return convolve(full, _reverse_conj(in1), 'valid', method)
 
 
 defvjp(ssig.convolve, _vjp_in1, _vjp_in2, name='scipy.signal.convolve', linear='each')
 
 
-def _correlate(in1, in2, mode='full', method='auto'):
-    return _convolve(in1, _reverse_conj(in2), mode, method)
+def correlate(in1, in2, mode='full', method='auto'):
+    return convolve(in1, _reverse_conj(in2), mode, method)
 
 
-defcomposite(ssig.correlate, _correlate)
+defcomposite(ssig.correlate, correlate)

@@ -46,7 +46,7 @@ import math
 import numpy as np
 
 from ..registry import NAMES, defpartials
-from .elementwise import _is_complex
+from .elementwise import is_complex
 
 try:
     # The ufunc objects themselves: with SCIPY_ARRAY_API=1, scipy.special's public
@@ -63,7 +63,7 @@ _RAD = math.pi / 180.0
 
 
 def _real_only(name, z):
-    if _is_complex(z):
+    if is_complex(z):
         raise TypeError(f'scipy.special.{name} of a complex argument is not holomorphic '
                         f'(it scales by exp(-|Re z|) or exp(-|Im z|)); tracked '
                         f'differentiates it for real arguments only. Use the unscaled '
@@ -93,7 +93,7 @@ def _no_derivative(name, param):
 
 def _trigamma(x):
     """polygamma(1, x) = zeta(2, x), written with a registered ufunc (nests)."""
-    if _is_complex(x):
+    if is_complex(x):
         raise TypeError('the derivative of scipy.special.digamma (polygamma(1, z)) is '
                         'available for real arguments only')
     return sp._zeta(2.0, x)

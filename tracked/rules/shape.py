@@ -13,7 +13,7 @@ from ..forward import batch_axes
 from ..registry import Primitive, defvjp, defcomposite, identity
 from ..tape import shape_of
 from ..values import Tracked, apply, call_nondiff
-from .indexing import scatter_add, _contains_tracked
+from .indexing import scatter_add, contains_tracked
 
 
 def _shape(x):
@@ -448,7 +448,7 @@ def _pad(array, pad_width, mode='constant', **kwargs):
     if mode == 'constant':
         if set(kwargs) - {'constant_values'}:
             raise TypeError(f'np.pad(mode="constant") got unexpected arguments {sorted(kwargs)}')
-        if _contains_tracked(kwargs.get('constant_values')):
+        if contains_tracked(kwargs.get('constant_values')):
             raise TypeError('np.pad: a tracked constant_values is not supported; pad with a '
                             'constant and add the tracked value on the border instead')
         return apply(_pad_constant, (array, pad_width), kwargs)

@@ -72,7 +72,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     >>> tr.gradient(lambda b: np.sum(solve_triangular(L, b, lower=True)), np.ones(2))
     (array([0., 1.]),)
     """
-    return _rules._solve_triangular(a, b, trans, lower, unit_diagonal)
+    return _rules.solve_triangular(a, b, trans, lower, unit_diagonal)
 
 
 def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
@@ -85,12 +85,12 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     >>> cho_solve(cho_factor(A), np.array([6.0, 5.0]))
     array([1., 1.])
     """
-    return _rules._cho_factor(a, lower)
+    return _rules.cho_factor(a, lower)
 
 
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     """``cho_solve((c, lower), b) -> x`` with ``A x = b`` for ``A`` factored by ``cho_factor``."""
-    return _rules._cho_solve(c_and_lower, b)
+    return _rules.cho_solve(c_and_lower, b)
 
 
 def lu_factor(a, overwrite_a=False, check_finite=True):
@@ -103,13 +103,13 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     >>> lu_solve(lu_factor(A), np.array([5.0, 11.0]))
     array([1., 2.])
     """
-    return _rules._lu_factor(a)
+    return _rules.lu_factor(a)
 
 
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     """``lu_solve((lu, piv), b, trans=0) -> x`` with ``op(A) x = b`` for ``A`` factored by
     ``lu_factor``."""
-    return _rules._lu_solve(lu_and_piv, b, trans)
+    return _rules.lu_solve(lu_and_piv, b, trans)
 
 
 # --------------------------------------------------------------------------

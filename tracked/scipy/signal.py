@@ -28,7 +28,7 @@ def convolve(in1, in2, mode='full', method='auto'):
     >>> tr.gradient(lambda k: np.sum(convolve(np.ones(4), k, 'valid')), np.ones(2))
     (array([3., 3.]),)
     """
-    return _rules._convolve(in1, in2, mode, method)
+    return _rules.convolve(in1, in2, mode, method)
 
 
 def correlate(in1, in2, mode='full', method='auto'):
@@ -39,7 +39,7 @@ def correlate(in1, in2, mode='full', method='auto'):
     >>> correlate(np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0]), 'valid')
     array([3., 5.])
     """
-    return _rules._correlate(in1, in2, mode, method)
+    return _rules.correlate(in1, in2, mode, method)
 
 
 def fftconvolve(in1, in2, mode='full', axes=None):
@@ -47,7 +47,7 @@ def fftconvolve(in1, in2, mode='full', axes=None):
     if axes is not None:
         raise NotImplementedError('tracked.scipy.signal.fftconvolve: axes= is not '
                                   'supported; convolve over all axes')
-    return _rules._convolve(in1, in2, mode, 'fft')
+    return _rules.convolve(in1, in2, mode, 'fft')
 
 
 def _check_2d(name, in1, in2, boundary, fillvalue):
@@ -61,7 +61,7 @@ def _check_2d(name, in1, in2, boundary, fillvalue):
 def convolve2d(in1, in2, mode='full', boundary='fill', fillvalue=0):
     """``convolve2d(in1, in2, mode='full')``: ``convolve`` of two 2-D arrays (zero fill)."""
     _check_2d('convolve2d', in1, in2, boundary, fillvalue)
-    return _rules._convolve(in1, in2, mode, 'direct')
+    return _rules.convolve(in1, in2, mode, 'direct')
 
 
 def correlate2d(in1, in2, mode='full', boundary='fill', fillvalue=0):
@@ -72,7 +72,7 @@ def correlate2d(in1, in2, mode='full', boundary='fill', fillvalue=0):
         # at (n2 - 1) // 2 (they differ for even n2; measured): a zero before in2 along
         # its even axes makes the two agree
         in2 = np.pad(in2, [(1 - n % 2, 0) for n in np.shape(in2)])
-    out = _rules._correlate(in1, in2, mode, 'direct')
+    out = _rules.correlate(in1, in2, mode, 'direct')
     if mode == 'valid' and not all(n1 >= n2 for n1, n2 in zip(np.shape(in1), np.shape(in2))):
         # SciPy swaps the inputs then, and its correlate2d (not correlate) returns the
         # conjugate of the correlation; matched here
