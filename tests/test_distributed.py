@@ -3,6 +3,7 @@ gradients equal tr.gradient on the concatenated data, training equals the single
 run step for step, a worker killed mid-step changes nothing, bad shards are named."""
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -226,24 +227,9 @@ def test_without_dask_the_error_names_the_extra():
 # The README's five lines
 # --------------------------------------------------------------------------
 
-README = '''
-import numpy as np
-import tracked as tr
-import tracked.distributed as td
-from dask.distributed import Client
-
-x = np.random.default_rng(0).standard_normal((4000, 2))
-y = (x[:, 0] * x[:, 1] > 0).astype(int)
-model = tr.Chain(tr.Dense(2, 32, tr.relu, rng=1), tr.Dense(32, 2, rng=2))
-loss = lambda m, x, y: tr.logitcrossentropy(m(x), y)
-
-with Client(n_workers=2) as client:           # a LocalCluster; Client('host:8786') for a cluster
-    shards = td.place(client, [(x[i::4], y[i::4]) for i in range(4)])     # 4 shards, on the workers
-    val, g = td.withgradient(client, loss, model, shards, reduce='mean')  # mean over all records
-    state = tr.setup(tr.Adam(0.05), model)
-    td.train(client, loss, model, shards, state, steps=50, reduce='mean')  # tr.train's loop and bar
-print('accuracy', np.mean(np.argmax(model(x), axis=1) == y))             # accuracy 0.996
-'''
+README = next(block for block in re.findall(r'```python\n(.*?)```', (
+    pathlib.Path(__file__).resolve().parents[1] / 'README.md').read_text(), re.S)
+    if 'import tracked.distributed' in block)
 
 
 def test_readme_snippet(capsys):

@@ -2,6 +2,7 @@
 changing one import line, minimised by scipy.optimize with tracked's gradients."""
 import os
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -9,8 +10,8 @@ import pytest
 pytest.importorskip('scipy')
 
 README = (pathlib.Path(__file__).resolve().parents[2] / 'README.md').read_text()
-EXAMPLE = next(block for block in README.split('```python\n')[1:]
-               if 'from tracked.scipy import stats' in block).split('```')[0]
+EXAMPLE = next(block for block in re.findall(r'```python\n(.*?)```', README, re.S)
+               if 'from tracked.scipy import stats' in block)
 
 
 @pytest.mark.skipif(os.environ.get('SCIPY_ARRAY_API') == '1',
