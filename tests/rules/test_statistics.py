@@ -39,10 +39,11 @@ CASES = (
         case(np.nancumsum, NANS, kwargs=dict(axis=1)), case(np.nancumsum, S2),
         case(np.nancumprod, NANS, kwargs=dict(axis=0)), case(np.nancumprod, S1),
         case(np.ptp, S2), case(np.ptp, S3, kwargs=dict(axis=1, keepdims=True)), case(np.ptp, ()),
-        case(np.cumulative_sum, S1), case(np.cumulative_sum, S2, kwargs=dict(axis=1,
-                                                                           include_initial=True)),
-        case(np.cumulative_prod, S1, kwargs=dict(include_initial=True)),
-        case(np.cumulative_prod, S3, kwargs=dict(axis=-1)),
+        *([case(np.cumulative_sum, S1),
+           case(np.cumulative_sum, S2, kwargs=dict(axis=1, include_initial=True)),
+           case(np.cumulative_prod, S1, kwargs=dict(include_initial=True)),
+           case(np.cumulative_prod, S3, kwargs=dict(axis=-1))]
+          if hasattr(np, 'cumulative_sum') else []),      # NumPy >= 2.1
         case(np.cov, S2), case(np.cov, S2, kwargs=dict(rowvar=False, bias=True)),
         case(np.cov, S1, S1), case(np.cov, S2, kwargs=dict(ddof=2)),
         case(np.cov, S2, kwargs=dict(fweights=np.array([1, 2, 1, 3, 1]))),

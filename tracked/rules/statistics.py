@@ -252,8 +252,9 @@ def _cumulative(name, fn, identity):
 
 
 defcomposite(np.ptp, _ptp)
-defcomposite(np.cumulative_sum, _cumulative('cumulative_sum', np.cumsum, 0))
-defcomposite(np.cumulative_prod, _cumulative('cumulative_prod', np.cumprod, 1))
+if hasattr(np, 'cumulative_sum'):         # NumPy >= 2.1
+    defcomposite(np.cumulative_sum, _cumulative('cumulative_sum', np.cumsum, 0))
+    defcomposite(np.cumulative_prod, _cumulative('cumulative_prod', np.cumprod, 1))
 
 
 # --------------------------------------------------------------------------
