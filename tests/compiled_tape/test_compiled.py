@@ -267,6 +267,33 @@ def test_products_through_blas_in_every_layout(dtype):
         np.testing.assert_allclose(g, eg, **tol)
 
 
+def test_without_scipy_large_products_run_in_numpy():
+    # numba reaches BLAS through SciPy, an optional dependency: without it, a large
+    # product is left to NumPy (said in fallbacks) instead of failing inside the kernel
+    code = """if True:
+        import sys
+        sys.modules['scipy'] = None          # as if SciPy were not installed
+        import numpy as np
+        import tracked as tr
+        f = lambda A, B, v: np.sum(np.tanh(A @ B)) + np.sum(np.sin(A[:2, :2] @ v))
+        r = np.random.default_rng(0)
+        args = r.standard_normal((20, 16)), r.standard_normal((16, 18)), r.standard_normal(2)
+        ct = tr.compile(tr.GradientTape(f, *args), background=False)
+        new = [a + 0.5 for a in args]
+        val, g = ct.withgradient(*new)
+        ev, eg = tr.withgradient(f, *new)
+        assert np.allclose(val, ev, rtol=1e-12) and all(
+            np.allclose(a, b, rtol=1e-10) for a, b in zip(g, eg))
+        reasons = {f.reason for f in ct.fallbacks}
+        assert len(reasons) == 1 and 'pip install scipy' in reasons.pop(), ct.fallbacks
+        assert len(ct.fallbacks) == 3        # A @ B and its two pullback products
+        print('ok')
+    """
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         timeout=600)
+    assert out.stdout.strip() == 'ok', out.stderr
+
+
 def test_generated_calls_write_into_whichever_out_is_given():
     f = lambda w, X: np.sum(np.tanh(X @ w))                          # noqa: E731
     w, X = np.ones(3), np.arange(6.0).reshape(2, 3) / 10

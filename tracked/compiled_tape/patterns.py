@@ -15,6 +15,8 @@ in memory, whether or not it then applies.
 
 ``PATTERNS`` maps the ``kernel`` tags of the registry to them.
 """
+import functools
+
 import numpy as np
 
 from .buffers import c_strides, dtype_code, probe_view
@@ -138,10 +140,22 @@ def try_reduce(P, ins):
                  params, [ins.i])]
 
 
+@functools.cache
+def have_blas():
+    """Whether numba's BLAS helpers can run: they call SciPy's Fortran BLAS
+    (``scipy.linalg.cython_blas``), an optional dependency of tracked."""
+    try:
+        import scipy.linalg.cython_blas  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def try_matmul(P, ins):
     """``A @ B`` of 1-d or 2-d float64 or float32 operands: a loop form chosen from the
-    operands' strides, and BLAS (``np.dot``) for large products of (transposed) C
-    matrices and contiguous vectors, chosen at run time from the sizes."""
+    operands' strides, and BLAS (gemm or gemv through numba's helpers) for large products
+    of (transposed) C matrices and contiguous vectors.  Without SciPy a large product is
+    left to NumPy."""
     if ins.kwargs:
         return 'keyword arguments: ' + ', '.join(ins.kwargs)
     if len(ins.args) != 2 or ins.dtype not in _MATMUL_DTYPES:
@@ -173,13 +187,19 @@ def try_matmul(P, ins):
         n, (sb0, sb1) = B.shape[1], B.strides
     else:
         n, sb0, sb1 = 1, B.strides[0], 0
-    out = P.mem.alloc(ins.i)
     variant = _matmul_variant(m, k, n, sa1, sb0, sb1)
     blas = _blas_flag(A) + _blas_flag(B)
     if len(blas) != 2 or blas == 'VV':
         blas = ''
-    params = [m, k, n, A.off, sa0, sa1, B.off, sb0, sb1, out.off,
-              int(bool(blas) and m * n * k >= (BLAS_MIN_FLOPS if 'V' not in blas else BLAS_MIN_MV))]
+    large = bool(blas) and m * n * k >= (BLAS_MIN_FLOPS if 'V' not in blas else BLAS_MIN_MV)
+    if large and not have_blas():
+        # numba's BLAS helpers call SciPy's; NumPy's own BLAS beats our loops on this size
+        return 'a large product without SciPy (numba reaches BLAS through it): ' \
+               'pip install scipy to run it in the compiled tape'
+    if not have_blas():
+        blas = ''
+    out = P.mem.alloc(ins.i)
+    params = [m, k, n, A.off, sa0, sa1, B.off, sb0, sb1, out.off, int(large)]
     return [Step('matmul', matmul_kernel(variant, blas, dtype_code(ins.dtype)),
                  [A.slot, B.slot, out.slot], params, [ins.i])]
 
