@@ -220,7 +220,7 @@ def test_autocompiled_writes_into_the_stored_arrays():
     np.testing.assert_allclose(tr.destructure(dup.dval)[0], 2 * before, rtol=1e-12)
     assert val == pytest.approx(float(demo_loss(model, xb, yb)), rel=1e-12)
     # a compiled tape takes the stored gradient as its out= directly
-    ctape = tr.compile(tr.GradientTape(demo_loss, model, xb, yb, wrt=(0,)))
+    ctape = tr.compile(tr.GradientTape(demo_loss, model, xb, yb, wrt=(0,)), background=False)
     assert ctape.gradient(model, xb, yb, out=(dup.dval, None, None))[0] is dup.dval
     np.testing.assert_allclose(tr.destructure(dup.dval)[0], before, rtol=1e-10)
 

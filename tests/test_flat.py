@@ -124,7 +124,7 @@ def test_re_on_recorded_and_compiled_tapes():
     def f(v, x, y):
         return loss(re(v), x, y)
     tape = tr.GradientTape(f, flat, X, Y, wrt=(0,))
-    ctape = tr.compile(tape)
+    ctape = tr.compile(tape, background=False)
     v2 = flat * 1.5 - 0.1
     expected = tr.gradient(lambda v: f(v, X, Y), v2)[0]
     np.testing.assert_allclose(tape.gradient(v2, X, Y)[0], expected, rtol=1e-12)

@@ -214,7 +214,7 @@ def test_test_mode_on_tapes_reads_the_current_statistics():
         tr.gradient(loss, model, x, y)                     # training: statistics move
     tr.testmode(model)
     tape = tr.GradientTape(loss, model, x, y, wrt=(0,))
-    ctape = tr.compile(tape)
+    ctape = tr.compile(tape, background=False)
     ad = tr.AutoCompiled()
     for step in range(2):
         expected = tr.destructure(tr.gradient(loss, model, x, y)[0])[0]

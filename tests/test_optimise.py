@@ -274,7 +274,7 @@ def test_train_with_a_tape_matches_eager(compiled):
     m_eager, m_tape = mlp_regressor(), mlp_regressor()
     tape = tr.GradientTape(linear_loss, m_tape, *data[0], wrt=(0,))
     if compiled:
-        tape = tr.compile(tape)
+        tape = tr.compile(tape, background=False)
     l_eager = tr.train(linear_loss, m_eager, data, tr.setup(tr.Adam(0.05), m_eager),
                        progress=False)
     l_tape = tr.train(linear_loss, m_tape, data, tr.setup(tr.Adam(0.05), m_tape), tape=tape,

@@ -22,13 +22,17 @@ anew, or near ``x1``), on one path per test:
 
 The operations are grouped (``GROUPS``) so that a bug in one family does not hide
 the others: hypothesis reports one minimal failing program per test.
-Derandomized: CI sees the same programs on every run.
+Derandomized: CI sees the same programs on every run.  For a long search, set
+``TRACKED_PROGRAMS_EXAMPLES=N`` (examples per test on every path) and
+``TRACKED_PROGRAMS_SEED=S`` (other programs than CI's), e.g.
+``TRACKED_PROGRAMS_EXAMPLES=3000 TRACKED_PROGRAMS_SEED=7 python -m pytest tests/test_programs.py``.
 """
+import os
 import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, assume, given, note, settings, strategies as st
+from hypothesis import HealthCheck, Phase, assume, given, note, seed, settings, strategies as st
 
 import tracked as tr
 
@@ -300,17 +304,22 @@ def check_recorded(prog, x1, x2):
 
 
 def check_compiled(prog, x1, x2):
-    _replay(tr.compile(tr.GradientTape(prog.f, *x1)), prog, x1, x2, 'compiled tape')
+    # in the foreground: a tiered compile would answer these calls in NumPy
+    tape = tr.compile(tr.GradientTape(prog.f, *x1), background=False)
+    assert tape.compiled is not None
+    _replay(tape, prog, x1, x2, 'compiled tape')
 
 
 CHECKS = {'eager': check_eager, 'nested': check_nested, 'recorded': check_recorded,
           'compiled': check_compiled}
 
-BASE = dict(deadline=None, derandomize=True, database=None, print_blob=False,
+EXAMPLES = int(os.environ.get('TRACKED_PROGRAMS_EXAMPLES', '0'))
+SEED = os.environ.get('TRACKED_PROGRAMS_SEED')
+BASE = dict(deadline=None, derandomize=SEED is None, database=None, print_blob=SEED is not None,
             report_multiple_bugs=False,
             suppress_health_check=list(HealthCheck))
-NUMPY_PATHS = settings(max_examples=150, **BASE)
-COMPILED_PATH = settings(max_examples=8, phases=[Phase.explicit, Phase.generate], **BASE)
+NUMPY_PATHS = settings(max_examples=EXAMPLES or 150, **BASE)
+COMPILED_PATH = settings(max_examples=EXAMPLES or 8, phases=[Phase.explicit, Phase.generate], **BASE)
 
 
 def _run(path, example):
@@ -324,7 +333,12 @@ def _run(path, example):
         CHECKS[path](prog, x1, x2)
 
 
+def _seeded(test):
+    return test if SEED is None else seed(int(SEED))(test)
+
+
 def _numpy_test(path, group):
+    @_seeded
     @NUMPY_PATHS
     @given(example=programs(group))
     def test(example):
@@ -340,6 +354,7 @@ def test_random_programs(path, group):
 
 @pytest.mark.parametrize('group', list(GROUPS))
 def test_random_programs_compiled(group):
+    @_seeded
     @COMPILED_PATH
     @given(example=programs(group))
     def test(example):

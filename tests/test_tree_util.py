@@ -399,7 +399,7 @@ def test_registered_classes_on_tapes_and_autocompiled(compiled):
     m, x = make_registered(), np.array([0.5, -1.0, 2.0])
     tape = tr.GradientTape(registered_loss, m, x, wrt=0)
     if compiled:
-        tape = tr.compile(tape)
+        tape = tr.compile(tape, background=False)
     for seed in (1, 2):
         m2 = make_registered(seed)
         m2['dense'].mask = m['dense'].mask          # the mask is aux: compared by identity

@@ -150,7 +150,10 @@ class Case:
         tape = tr.GradientTape(loss, *x1)
         path = 'compiled tape' if compiled else 'tape'
         if compiled:
-            tape = tr.compile(tape)
+            # in the foreground: with the default (tiered) compile, these calls would
+            # replay in NumPy, which test_rule_replayed_on_a_tape already checks
+            tape = tr.compile(tape, background=False)
+            assert tape.compiled is not None
         compare_replay(lambda *x: tape.withgradient(*x), loss, x1, f'{path} at the recording point')
         x2, same = second_point(lambda *x: tr.GradientTape(loss, *x), tape, self.points)
         try:
@@ -163,13 +166,19 @@ class Case:
         compare_replay(lambda *x: got, loss, x2, f'{path} at a new point')
 
     def check_autocompiled(self, compile=True, kind='quadratic'):
-        """``tr.withgradient(loss, tr.AutoCompiled(), ...)`` at two samples against eager."""
+        """``tr.withgradient(loss, tr.AutoCompiled(), ...)`` at samples 0 (eager), 1
+        (recorded, replayed in NumPy while it compiles) and, once compiled, 0 and 1
+        again, against eager."""
         loss = self.loss(kind)
         ad = tr.AutoCompiled(compile=compile)
-        for k in (0, 1, 0):
+        for n, k in enumerate((0, 1, 0, 1)):
+            if n == 2 and compile:
+                assert ad.wait(), f'AutoCompiled: the background compilation failed: ' \
+                    f'{[t.compile_error for _, ts in ad.tapes.values() for t in ts]}'
+                assert all(t.compiled is not None for _, ts in ad.tapes.values() for t in ts)
             x = self.points(k)
             compare_replay(lambda *x: tr.withgradient(loss, ad, *x), loss, x,
-                           f'AutoCompiled(compile={compile}) at sample {k}')
+                           f'AutoCompiled(compile={compile}) at sample {k}, call {n}')
 
     def check_hessian_tape(self, kind='quadratic', compiled=False):
         """For each differentiated argument (the others held at sample 0): record a
@@ -187,7 +196,7 @@ class Case:
             fi.__name__ = f'{loss.__name__}[argument {i}]'
             tape = tr.HessianTape(fi, x1[i])
             if compiled:
-                tape = tr.compile(tape)
+                tape = tr.compile(tape, background=False)
             x2, same = second_point(lambda x: tr.HessianTape(fi, x), tape,
                                     lambda k: [self.points(k)[i]])
             for x, where in ((x1[i], 'the recording point'), (x2[0], 'a new point')):

@@ -165,7 +165,7 @@ def test_lu_gradient_follows_a_new_pivoting_order_on_a_replayed_tape():
 def test_recorded_and_compiled_tapes(f):
     a1, a2 = RNG.standard_normal((3, 3)), RNG.standard_normal((3, 3))
     tape = tr.GradientTape(f, a1)
-    ctape = tr.compile(tape)
+    ctape = tr.compile(tape, background=False)
     for a in (a1, a2):
         val, (g,) = tr.withgradient(f, a)
         tv, (tg,) = tape.withgradient(a)

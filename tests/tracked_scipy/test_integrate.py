@@ -102,7 +102,7 @@ def test_solve_ivp_without_t_eval_holds_the_solvers_steps():
 
 def test_recorded_and_compiled_tapes_rerun_the_solver():
     tape = tr.GradientTape(loss, Y0, 2.0, 0.3)
-    ctape = tr.compile(tape)
+    ctape = tr.compile(tape, background=False)
     for args in ((Y0, 2.0, 0.3), (np.array([0.5, -1.0]), 1.2, 0.6)):
         val, g = tr.withgradient(loss, *args)
         for v2, g2 in (tape.withgradient(*args), ctape.withgradient(*args)):
