@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tracked as tr
-from tracked import api
+from tracked import reverse
 
 rng = np.random.default_rng(0)
 
@@ -307,12 +307,12 @@ def test_diaghessian_matches_hessian_diagonal():
 class _SweepCounter:
     def __init__(self, monkeypatch):
         self.n = 0
-        orig = api.backward
+        orig = reverse.backward
 
         def counting(*a, **k):
             self.n += 1
             return orig(*a, **k)
-        monkeypatch.setattr(api, 'backward', counting)
+        monkeypatch.setattr(reverse, "backward", counting)
 
 
 def test_jvp_matches_jacobian_and_needs_no_matrix(monkeypatch):

@@ -1,150 +1,16 @@
 """The convenience API (Zygote/Flux style), each operator a few lines over ``vjp``.
 
-``vjp`` is the one primitive: it records ``f`` at a fresh trace level (above every
-level that exists, so calls nest without perturbation confusion) and returns the
-value and a reusable ``back``.  ``pullback`` adds argument trees; ``gradient`` and
-``withgradient`` are a few lines over it (Jacobians, Hessians and forward mode:
-``jacobians.py``).  Values returned are plain relative to the
-call's level: at the top level NumPy values, under nesting possibly tracked at an
-outer level, which is what makes derivatives of derivatives work.
+``vjp`` (reverse.py) is the one primitive: it records ``f`` at a fresh trace level
+and returns the value and a reusable ``back``.  ``pullback`` adds argument trees;
+``gradient`` and ``withgradient`` are a few lines over it and hand calls with a
+backend (``tr.AutoCompiled()``, ...) or ``tr.Duplicated`` arguments on (Jacobians,
+Hessians and forward mode: ``jacobians.py``).
 """
-from collections import namedtuple
-
-import numpy as np
-
-from . import duplicated as _duplicated
-from .arguments import (Args, check_function, check_scalar, first_output, leaf_value,
-                        split_backend)
-from .registry import Primitive
-from .tape import backward, new_level, new_node
-from .tree_util import is_node, tree_map
-from .values import Tracked, leaf, plain
+from . import duplicated
+from .arguments import check_function, split_backend
+from .reverse import WithGradient, eager_withgradient, pullback_args, vjp
 
 __all__ = ['vjp', 'pullback', 'gradient', 'withgradient']
-
-WithGradient = namedtuple('WithGradient', ['val', 'grad'])
-
-
-# --------------------------------------------------------------------------
-# The core: vjp over flat arguments
-# --------------------------------------------------------------------------
-
-def vjp(f, *args):
-    """``vjp(f, *args) -> (y, back)``: the core of every operator; ``back(dy)`` returns
-    one cotangent per argument (``None`` where ``y`` does not depend on it).
-
-    Arguments are array-likes (``pullback`` adds trees and non-numeric arguments).
-    ``y`` may be a tree (tuple, dict, ...) of outputs; ``dy`` then mirrors it, with
-    ``None`` for outputs that get no cotangent.  ``back`` may be called many times;
-    ``back(dy, last=True)`` promises it is the last call, and frees the recorded
-    values as it goes (a smaller working set on large arrays).
-
-    >>> import numpy as np, tracked as tr
-    >>> y, back = tr.api.vjp(lambda x: np.sin(x) * 2, np.array([0.0, 1.0]))
-    >>> back(np.ones(2))[0]
-    array([2.        , 1.08060461])
-    >>> back(np.ones(2), last=True)[0]     # the last call: frees the graph as it goes
-    array([2.        , 1.08060461])
-    """
-    level = new_level()
-    boxed = [leaf(leaf_value(a), level) for a in args]
-    out = f(*boxed)
-    y = _unbox(out, level)
-
-    def back(dy=None, *, last=False):
-        # ``last``: the caller will not call back again (gradient, withgradient), so
-        # the graph, private to this call, is released while it is swept.
-        if isinstance(out, Tracked) and out._node.level == level:
-            cts = backward(out._node, _seed(dy, out, single=True), retain=True, private=last)
-        else:
-            roots = _roots(out, dy, level)
-            if not roots:
-                return tuple(None for _ in boxed)
-            cts = backward(_joint_root(roots, level), np.float64(1.0), retain=True,
-                           private=last)
-        return tuple(_cast_like(cts.get(b._node), b._value) for b in boxed)
-    return y, back
-
-
-def _cast_like(g, x):
-    """Cotangent ``g`` in float argument ``x``'s dtype (a float32 input gets a float32
-    gradient even where the tape promoted); integer arguments keep a float gradient."""
-    dtype = getattr(x, 'dtype', None)
-    if g is None or dtype is None or dtype.kind not in 'fc' or getattr(g, 'dtype', None) == dtype:
-        return g
-    return g.astype(dtype) if hasattr(g, 'astype') else np.asarray(g, dtype=dtype)[()]
-
-
-def _at_level(y, level):
-    """``y`` seen from outside ``level``: its value if tracked there, else ``y`` itself."""
-    return y._value if isinstance(y, Tracked) and y._node.level == level else y
-
-
-def _is_tracked(x):
-    return isinstance(x, Tracked)
-
-
-def _unbox(out, level):
-    if isinstance(out, Tracked):
-        return _at_level(out, level)
-    if not is_node(out):
-        return out
-    return tree_map(lambda t: _at_level(t, level), out, is_leaf=_is_tracked, shared=False)
-
-
-def _roots(out, dy, level):
-    """(node, seed) for each output tracked at ``level`` whose cotangent is given
-    (``back`` itself serves a single output tracked there)."""
-    if isinstance(out, Tracked) or not is_node(out):
-        return []
-    pairs = []
-
-    def take(o, d):
-        if o._node.level == level and d is not None:
-            pairs.append((o._node, _seed(d, o)))
-    try:
-        # shared=False: an output that occurs twice is seeded in each place
-        tree_map(take, out, dy, is_leaf=_is_tracked, shared=False)
-    except (IndexError, KeyError, AttributeError, TypeError) as e:
-        raise ValueError(f'back(dy): dy must mirror the structure of the output '
-                         f'({type(out).__name__}), with None for outputs without a '
-                         f'cotangent; could not match it ({e})') from None
-    return pairs
-
-
-def _seed(dy, out, single=False):
-    """``dy`` as a cotangent for output ``out``: its shape, a float dtype."""
-    ans = out._value
-    shape = ans.shape
-    if (type(dy) is np.ndarray and dy.shape == shape and dy.dtype == ans.dtype
-            and dy.dtype.kind in 'fc'):
-        return dy                      # the common case, e.g. Jacobian rows
-    if dy is None and single:
-        if shape != ():
-            raise ValueError(f'back(dy) needs dy for an output of shape {shape}')
-        dtype = ans.dtype           # the output's value dtype, also when it is tracked
-        return dtype.type(1.0) if dtype.kind in 'fc' else np.float64(1.0)
-    if isinstance(dy, Tracked):
-        seed = dy
-    else:
-        dtype = plain(ans).dtype
-        seed = np.asarray(dy, dtype=dtype if dtype.kind in 'fc' else np.float64)
-        if seed.ndim == 0:
-            seed = seed[()]
-    if seed.shape != shape:
-        raise ValueError(f'back(dy): dy has shape {seed.shape}, the output has shape {shape}')
-    return seed
-
-
-def _constant(seed):
-    return lambda g, ans: seed
-
-
-def _joint_root(roots, level):
-    """One entry whose parents are all seeded outputs, so one backward pass serves them."""
-    prim = Primitive(None, [_constant(s) for _, s in roots], name='outputs')
-    return new_node(prim, (), {}, np.float64(0.0), tuple((i, n) for i, (n, _) in enumerate(roots)),
-                level)
 
 
 # --------------------------------------------------------------------------
@@ -165,15 +31,8 @@ def pullback(f, *args):
     (np.float64(30.0), (np.float64(15.0), np.float64(10.0), np.float64(6.0)), (np.float64(30.0), np.float64(20.0), np.float64(12.0)))
     """
     check_function(f, 'pullback')
-    y, back = _pullback(f, args)
+    y, back = pullback_args(f, args)
     return y, lambda dy=None: back(dy)
-
-
-def _pullback(f, args):
-    """``pullback`` whose ``back`` also takes ``last=True`` (see ``vjp``)."""
-    spec = Args(args)
-    y, back = vjp(lambda *ls: f(*spec.rebuild(ls)), *spec.flat)
-    return y, lambda dy=None, last=False: spec.gradients(back(dy, last=last))
 
 
 def withgradient(f, *args, zero=True):
@@ -194,15 +53,12 @@ def withgradient(f, *args, zero=True):
     """
     check_function(f, 'gradient')
     backend, args = split_backend(args)
-    if not zero or _duplicated.is_annotated(args):
-        return _duplicated.withgradient(f, backend, args, zero)
+    if not zero or duplicated.is_annotated(args):
+        return duplicated.withgradient(f, backend, args, zero)
     if backend is not None:
         val, grads = backend.withgradient(f, *args)
         return WithGradient(val, grads)
-    y, back = _pullback(f, args)
-    first, dy = first_output(y)
-    check_scalar(first, 'gradient')
-    return WithGradient(y, back(dy, last=True))
+    return eager_withgradient(f, args)
 
 
 def gradient(f, *args, zero=True):

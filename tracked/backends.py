@@ -7,8 +7,8 @@ None where there is no gradient.  ``AutoCompiled`` lives in ``tracked.compiled_t
 """
 import numpy as np
 
-from . import api
 from .arguments import ADType, Args, check_scalar, first_output, float_dtype
+from .reverse import eager_withgradient
 
 __all__ = ['ADType', 'AutoTracked', 'AutoFiniteDifferences']
 
@@ -22,7 +22,7 @@ class AutoTracked(ADType):
     """
 
     def withgradient(self, f, *args):
-        return api.withgradient(f, *args)
+        return eager_withgradient(f, args)
 
 
 class AutoFiniteDifferences(ADType):

@@ -29,6 +29,7 @@ import numpy as np
 from . import tape as _tape
 from . import values as _values
 from .registry import Primitive
+from .reverse import vjp
 from .tape import pause_recording, active_recorder
 from .tree_util import flatten, is_node, leaves, tree_map, unflatten
 from .values import Tracked, apply, plain
@@ -335,7 +336,6 @@ class _TransposedPullbackFn:
         self.name, self.nargs, self.i = name, nargs, i
 
     def __call__(self, h, y, *, _state, _shape, _dtype):
-        from .api import vjp
         pb, i = _state.pullback, self.i
         dtype = y.dtype if getattr(y, 'dtype', np.dtype(float)).kind == 'f' else np.float64
         u0 = np.ones(np.shape(y), dtype)         # any point: a pullback is linear in dy
@@ -584,7 +584,6 @@ class _CheckpointForward:
     __slots__ = ()
 
     def __call__(self, *vals, _f, _state):
-        from .api import vjp
         _state.pullback = _recompute(vjp, _f, vals)
         _state.g = _state.cts = None
         return _as_output(_f(*vals), getattr(_f, '__name__', 'f'))

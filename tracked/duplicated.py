@@ -20,9 +20,12 @@ and the answer is the same whatever the backend.
 """
 import numpy as np
 
-from . import api as _api          # api.py imports this module: used at call time only
 from .arguments import check_scalar, first_output
+from .backends import AutoTracked
+from .compiled_tape import AutoCompiled
+from .compiled_tape.trees import TrackedArgumentError
 from .flat import trainable
+from .reverse import WithGradient, vjp
 from .tree_util import flatten, follow, leaves, register_node, tree_map, unflatten
 from .values import Tracked
 
@@ -166,10 +169,6 @@ def withgradient(f, backend, args, zero=True):
         raise ValueError('the same tr.Duplicated is given twice; its storage holds one '
                          'gradient')
     values = tuple(a.val if type(a) in (Duplicated, Const) else a for a in args)
-    # Imported here: both import tracked.api, which imports this module.
-    from .compiled_tape import AutoCompiled
-    from .compiled_tape.trees import TrackedArgumentError
-    from .backends import AutoTracked
     if backend is None or type(backend) is AutoTracked:
         val = _eager(f, args, values, dups, zero)
     elif isinstance(backend, AutoCompiled):
@@ -180,7 +179,7 @@ def withgradient(f, backend, args, zero=True):
     else:
         val = _other(f, backend, args, values, dups, zero)
     grads = tuple(a.dval if type(a) is Duplicated else None for a in args)
-    return _api.WithGradient(val, grads)
+    return WithGradient(val, grads)
 
 
 def _eager(f, args, values, dups, zero):
@@ -199,7 +198,7 @@ def _eager(f, args, values, dups, zero):
             full[i] = unflatten(treedef, ps[k:k + n])
             k += n
         return f(*full)
-    y, back = _api.vjp(g, *flat)
+    y, back = vjp(g, *flat)
     first, dy = first_output(y)
     check_scalar(first, 'gradient')
     cts = back(dy, last=True)

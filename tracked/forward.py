@@ -20,6 +20,7 @@ import operator
 import numpy as np
 
 from . import registry, values as _values
+from .reverse import vjp
 from .tape import Cotangents, new_level, unbroadcast
 from .values import Boxed, Tracked, apply, call, plain, plain_index, ufunc_call
 
@@ -370,7 +371,6 @@ def _from_partials(partials, tangents, ans, args, batch):
 def _by_double_vjp(prim, tangents, ans, args, kwargs):
     """The tangent from the pullback: ``u -> J^T u`` is linear, and its own pullback
     along the tangents is ``J t`` (for this operation alone)."""
-    from .api import vjp
     vjps = prim.vjps
     positions = [p for p, t in enumerate(tangents) if t is not None]
     multi = isinstance(ans, tuple)

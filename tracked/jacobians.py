@@ -1,6 +1,6 @@
 """Jacobians, Hessians and directional derivatives, in forward or reverse mode.
 
-Reverse mode (``api.vjp``) costs one sweep per output element; forward mode
+Reverse mode (``reverse.vjp``) costs one sweep per output element; forward mode
 (``forward.Dual``) one pass carrying one tangent per input element, all at once
 along a leading axis.  ``jacobian(..., mode='auto')`` picks forward when the
 differentiated input has fewer elements than the output (Zygote's advice,
@@ -19,7 +19,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from .api import gradient, vjp
+from .api import gradient
+from .reverse import vjp
 from .arguments import (Args, check_function, differentiable, float_dtype, is_number_list,
                         keep_value, leaf_value)
 from .forward import Dual, DualLevel, primal

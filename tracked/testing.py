@@ -1,7 +1,7 @@
 """``gradcheck``: reverse mode against central finite differences, to any order."""
 import numpy as np
 
-from .api import vjp
+from .reverse import vjp
 from .arguments import Args
 from .values import plain
 

@@ -91,9 +91,11 @@ def apply(prim, args, kwargs):
 
 
 def forward_apply(prim, args, kwargs, level):
-    """Forward mode at ``level`` (replaced by ``tracked.forward`` when it is imported)."""
-    from . import forward
-    return forward.forward_apply(prim, args, kwargs, level)
+    """Forward mode at ``level``: ``tracked.forward`` puts its own here when imported
+    (it builds on this module, so this module does not import it back).  Only its
+    ``Dual`` values lead here, so it is always in place by then."""
+    raise RuntimeError('a forward-mode value reached tracked.values before tracked.forward '
+                       'was imported; import tracked (the package), not its modules alone')
 
 
 def _index_level(positions, args, below=None):

@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..backends import ADType
+from ..reverse import eager_withgradient
 from ..tree_util import follow
 from .guards import TapeGuardError
 from .record import OuterTrackedError
@@ -101,9 +102,8 @@ class AutoCompiled(ADType):
 
     @staticmethod
     def _eager(f, args, wrt, out):
-        from ..api import withgradient
         if wrt is None and out is None:
-            return tuple(withgradient(f, *args))
+            return tuple(eager_withgradient(f, args))
         # The eager tape has no wrt= or out=: the caller (tr.Duplicated) falls back itself.
         raise TrackedArgumentError('AutoCompiled.withgradient(..., wrt=, out=) records a tape, '
                                    'which takes no values of an outer differentiation')

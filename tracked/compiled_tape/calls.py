@@ -38,12 +38,17 @@ For W4b (three array arguments) the generated ``withgradient`` reads::
 
 and ``gradient`` is the same without the value.
 """
+from collections import namedtuple
+
 import numpy as np
 
 from .signature import out_leaves
 from .trees import is_one_leaf, tree_literal, unflatten_args
 
-__all__ = ['install', 'call_source']
+__all__ = ['install', 'call_source', 'ValGrad']
+
+ValGrad = namedtuple('ValGrad', ['val', 'grad'])
+ValGrad.__doc__ = '``(val, grad)``: what a GradientTape\'s ``withgradient`` returns.'
 
 
 def install(tape):
@@ -60,16 +65,15 @@ def install(tape):
 def call_source(tape):
     """``(source, globals)`` of the generated calls of ``tape``; ``(None, None)`` when
     its plan needs the general path on every call."""
-    from .tapes import ValGrad
     c = tape.compiled
-    if c._py_steps or c.layout.copies or not tape.single_value or \
-            0 not in c._scalar_out or tape.has_int_diff:
+    if c.py_steps or c.layout.copies or not tape.single_value or \
+            0 not in c.scalar_outputs or tape.has_int_diff:
         return None, None
     grad_outs = list(range(len(tape.grad_leaves)))
-    if sorted(c._outs) != grad_outs:
+    if sorted(c.out_indices) != grad_outs:
         return None, None                    # an output array of a dtype without kernels
-    scalars = {pos: (arena, off) for arena, off, pos in c._scalars}
-    arena, off = c._scalar_out[0]
+    scalars = {pos: (arena, off) for arena, off, pos in c.scalar_inputs}
+    arena, off = c.scalar_outputs[0]
     env = {'empty': np.empty, 'vm': c.vm, 'T': c.T, 'ValGrad': ValGrad,
            'new': tuple.__new__, 'out_leaves': out_leaves, 'tape': tape,
            'unflatten_args': unflatten_args,
@@ -81,7 +85,7 @@ def call_source(tape):
                distinct=tape.per_arg)}
     nleaves = len(tape.specs)
     # the leaves: the arguments themselves when each is one array passed to the entry
-    direct = all(is_one_leaf(d) for d in tape.arg_defs) and c._leaves == list(range(nleaves))
+    direct = all(is_one_leaf(d) for d in tape.arg_defs) and c.leaf_positions == list(range(nleaves))
     head = []
     if direct:
         leaf = None
@@ -96,9 +100,9 @@ def call_source(tape):
                      '        return GENERAL(tape, *args, out=out)',
                      f'    A{pos}[{o}] = {leaf[pos]}']
     outs = [f'g{k}' for k in grad_outs]
-    arrays = ['*args'] if direct else [leaf[pos] for pos in c._leaves]
+    arrays = ['*args'] if direct else [leaf[pos] for pos in c.leaf_positions]
     call = [f'        try:',
-            f'            r = vm(T, {", ".join(arrays + [f"g{k}" for k in c._outs])})',
+            f'            r = vm(T, {", ".join(arrays + [f"g{k}" for k in c.out_indices])})',
             '        except TypeError:            # another dtype, ndim, layout or count',
             '            r = -3']
     fresh = [f'        g{k} = empty(OS{k}, OD{k})' for k in grad_outs]

@@ -44,11 +44,14 @@ class CompiledProgram:
         self.kernels, self.T, self.C, self.P = vm.kernels, vm.T, vm.C, vm.P
         self.vm = None                       # the entry, once loaded
         self.entry_name = vm.entry_name
-        self._py_steps = vm.py_steps
-        self._leaves, self._outs = vm.leaves, vm.outs
-        self._scalars = [(self.arenas[dt], off, pos) for pos, dt, off in layout.scalar_inputs]
+        # what the generated calls (calls.py) read: the steps run in Python, the
+        # positions of the leaves and outputs the entry takes (in its argument order),
+        # scalar inputs written into the arena, scalar outputs read from it
+        self.py_steps = vm.py_steps
+        self.leaf_positions, self.out_indices = vm.leaves, vm.outs
+        self.scalar_inputs = [(self.arenas[dt], off, pos) for pos, dt, off in layout.scalar_inputs]
         # one argument list per compiled tape, refilled on each call
-        self._args = [self.T] + [None] * (len(self._leaves) + len(self._outs))
+        self._args = [self.T] + [None] * (len(self.leaf_positions) + len(self.out_indices))
         self._slot_owner = {}                # (dtype, slot >= 1) -> ('leaf', pos) | ('out', k)
         for dt, positions in layout.leaf_slots.items():
             for n, pos in enumerate(positions, start=1):
@@ -56,12 +59,12 @@ class CompiledProgram:
         for k, (dt, slot) in layout.out_slots.items():
             self._slot_owner[dt, slot] = ('out', k)
         self._py_values = {}                 # values without storage, set by fallbacks
-        self._scalar_out = {}                # output -> (arena, offset): read without a view
+        self.scalar_outputs = {}             # output -> (arena, offset): read without a view
         for oi, o in enumerate(program.outputs):
             s = layout.storages[o.i] if type(o) is Ref else None
             if s is not None and s.slot == 0 and s.shape == ():
-                self._scalar_out[oi] = (self.arenas[s.dtype], s.off)
-        self._all_scalar = all(oi in self._scalar_out for oi in range(len(program.outputs))
+                self.scalar_outputs[oi] = (self.arenas[s.dtype], s.off)
+        self._all_scalar = all(oi in self.scalar_outputs for oi in range(len(program.outputs))
                                if oi not in placements)
 
     def sources(self):
@@ -81,16 +84,16 @@ class CompiledProgram:
         """Run on checked ``leaves``, writing placed outputs into ``outs``."""
         args = self._args
         j = 1
-        for pos in self._leaves:
+        for pos in self.leaf_positions:
             x = leaves[pos]
             if not (x.flags.c_contiguous and x.flags.writeable):
                 x = np.array(x, order='C')    # the entry takes writeable C arrays only
             args[j] = x
             j += 1
-        for k in self._outs:
+        for k in self.out_indices:
             args[j] = outs[k]
             j += 1
-        for arena, off, pos in self._scalars:
+        for arena, off, pos in self.scalar_inputs:
             arena[off] = leaves[pos]
         try:
             r = self.vm(*args)
@@ -108,7 +111,7 @@ class CompiledProgram:
                 g = self.program.guards[-r - 2]
                 raise guard_error(g, self._value(g.i, leaves, outs),
                                   self.program.instrs[g.i].name)
-            self._python_step(self._py_steps[r], leaves, outs)
+            self._python_step(self.py_steps[r], leaves, outs)
             self.T[START] = r + 1
             r = self.vm(*args)
         for oi, o in self.layout.copies:
@@ -124,12 +127,12 @@ class CompiledProgram:
         return lambda oi: self.output(oi, leaves, outs)
 
     def _scalar_get(self, oi):
-        a, off = self._scalar_out[oi]
+        a, off = self.scalar_outputs[oi]
         return a[off]
 
     def output(self, oi, leaves, outs):
         """The value of program output ``oi`` after a run (a fresh scalar or array)."""
-        fast = self._scalar_out.get(oi)
+        fast = self.scalar_outputs.get(oi)
         if fast is not None:
             return fast[0][fast[1]]
         o = self.program.outputs[oi]

@@ -7,19 +7,17 @@ A compiled ``GradientTape``'s ``gradient`` and ``withgradient`` are generated pe
 tape (calls.py).
 """
 import functools
-from collections import namedtuple
 
 import numpy as np
 
 from ..tape import backward, new_level
 from ..values import Tracked, call, leaf
 from .base import Tape
+from .calls import ValGrad, install
 from .signature import check_out, out_leaves
 from .trees import unflatten_args
 
 __all__ = ["GradientTape", "JacobianTape", "HessianTape", "ValGrad", "compile"]
-
-ValGrad = namedtuple('ValGrad', ['val', 'grad'])
 
 
 def _split_output(out):
@@ -165,7 +163,6 @@ class GradientTape(Tape):
         self.__dict__.pop('gradient', None)
         self.__dict__.pop('withgradient', None)
         if self.compiled is not None:
-            from .calls import install
             install(self)
 
 

@@ -24,7 +24,7 @@ closure over a parameter) cannot be differentiated this way: it raises a
 import numpy as np
 import scipy.integrate as _si
 
-from ..api import vjp
+from ..reverse import vjp
 from ..jacobians import jvp
 from ..registry import Primitive, nondifferentiable
 from ..tree_util import flatten, unflatten
