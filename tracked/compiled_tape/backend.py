@@ -63,6 +63,9 @@ class AutoCompiled(ADType):
                     for tape in list(tapes)])
 
     def withgradient(self, f, *args, wrt=None, out=None):
+        """``(val, grads)`` of ``f`` at ``args``: the eager tape for a signature's first
+        call (and under an outer differentiation), else a replay of the signature's
+        tapes, the last path taken first, recording a new one on a failed guard."""
         try:
             leaves, treedefs = flatten_args(args)
         except TrackedArgumentError:           # under an outer differentiation: eager
@@ -102,6 +105,7 @@ class AutoCompiled(ADType):
 
     @staticmethod
     def _eager(f, args, wrt, out):
+        """The eager tape's answer (no ``wrt=``/``out=``: those need a tape)."""
         if wrt is None and out is None:
             return tuple(eager_withgradient(f, args))
         # The eager tape has no wrt= or out=: the caller (tr.Duplicated) falls back itself.

@@ -56,6 +56,9 @@ class Tape:
 
     # -- recording ------------------------------------------------------------
     def _record(self, args):
+        """Record ``f`` on ``args``: their tree, leaf specs and generated checker; the
+        program (forward and backward passes, guards); the output layout.  Run again on
+        a retrace, which also recompiles a compiled tape."""
         leaves, arg_defs = flatten_args(args)
         self.arg_defs = arg_defs                   # one TreeDef per argument
         self.treedef = tuple_def(arg_defs)         # the argument tuple as one tree
@@ -105,6 +108,7 @@ class Tape:
 
     # -- pickling: a tape travels as its recorded program --------------------------
     def __getstate__(self):
+        """The picklable state: the recorded program, without per-process parts."""
         # Generated code (argument checkers, calls, the compiled entry) and the
         # background compilation are rebuilt where the tape lands, numba's from the
         # disk cache; ``f`` is needed only to re-record.
@@ -114,6 +118,7 @@ class Tape:
         return state
 
     def __setstate__(self, state):
+        """Rebuild the per-process parts; a compiled tape compiles (or loads) at once."""
         self.__dict__.update(state)
         self.compiled = None
         self._tiering = None

@@ -110,6 +110,8 @@ def _arg_builder(args):
         return lambda env: tuple(env[i] for i in idx)
 
     def build(env):
+        """The argument list with each ``Ref`` (also inside tuples and lists) read
+        from ``env``."""
         out = list(args)
         for k, a in dyn:
             if type(a) is Ref:

@@ -85,6 +85,8 @@ class GradientTape(Tape):
     _what = 'GradientTape'
 
     def _trace(self, rec, inputs):
+        """Run ``f`` on leaves and the backward pass from its scalar; the outputs are
+        the value(s) and one gradient per differentiated leaf."""
         li = new_level()
         diff = set(self.diff)
         boxed = [leaf(t, li) if p in diff else t for p, t in enumerate(inputs)]
@@ -114,6 +116,7 @@ class GradientTape(Tape):
         return val_specs + grads
 
     def _layout(self):
+        """One output array per gradient, each gradient placed whole in its own."""
         specs = []
         placements = {}
         for k, p in enumerate(self.grad_leaves):
@@ -180,6 +183,7 @@ class JacobianTape(Tape):
     _what = 'JacobianTape'
 
     def _trace(self, rec, inputs):
+        """Run ``f`` on leaves and one backward pass per output element (the rows)."""
         li = new_level()
         diff = set(self.diff)
         boxed = [leaf(t, li) if p in diff else t for p, t in enumerate(inputs)]
@@ -218,6 +222,7 @@ class JacobianTape(Tape):
         return specs + flat
 
     def _layout(self):
+        """One matrix per differentiated leaf; each recorded row placed in it."""
         specs, placements = [], {}
         for j, p in enumerate(self.diff):
             shape, dtype = self.specs[p]
@@ -271,6 +276,8 @@ class HessianTape(Tape):
         super().__init__(f, x, wrt=None, on_guard=on_guard)
 
     def _trace(self, rec, inputs):
+        """Run ``f`` at two levels: the gradient by one backward pass, then one
+        backward pass of the gradient per element (the Hessian's rows)."""
         if len(self.diff) != 1 or len(inputs) != 1:
             raise ValueError('HessianTape(f, x) needs one real array or scalar x')
         l1, l2 = new_level(), new_level()

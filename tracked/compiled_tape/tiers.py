@@ -73,6 +73,8 @@ class Tiering:
         _thread.start_new_thread(self._work, ())
 
     def _work(self):
+        """The background thread: plan, compile elsewhere if the cache lacks a kernel,
+        load, warm up and switch the tape; on failure keep the error."""
         # Planning is Python and would share the GIL with the caller's first call: it
         # starts once that call has returned (or after START_DELAY seconds at most).
         if self.go.wait(START_DELAY):
