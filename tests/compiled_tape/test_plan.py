@@ -123,3 +123,38 @@ def test_logical_functions_give_bools_inside_loops():
     assert val == 0.5 + 2.0 + 3.0 * 2
     np.testing.assert_array_equal(g, [1.0, 0.0, 1.0])
     _same(tape, ctape, x * 1.5)
+
+
+# --------------------------------------------------------------------------
+# Kernels are generic in shape: a new width or batch size compiles nothing new
+# --------------------------------------------------------------------------
+
+def _kernels_of(f, *args, wrt=None):
+    """What compiling would load: the kernels' names (hashes of their sources) and the
+    entry's (planning only: nothing is compiled here)."""
+    prog = tr.GradientTape(f, *args, wrt=wrt)._new_compiled()
+    assert prog.fallbacks == []
+    return sorted(k.name for k in prog.kernels), prog.entry_name
+
+
+def _mlp(hidden, batch):
+    from tracked.__main__ import loss, make_model
+    rng = np.random.default_rng(hidden + batch)
+    x = rng.standard_normal((batch, 64))
+    y = tr.nn.onehot(rng.integers(0, 10, batch), 10)
+    return loss, make_model(64, hidden, 10, 0), x, y
+
+
+def test_a_new_width_or_batch_size_compiles_nothing_new():
+    seen = _kernels_of(*_mlp(32, 100), wrt=(0,))            # the demo's MLP
+    assert len(seen[0]) > 5
+    for hidden, batch in ((48, 100), (32, 37), (7, 3), (300, 256)):
+        assert _kernels_of(*_mlp(hidden, batch), wrt=(0,)) == seen, (hidden, batch)
+
+
+def test_a_new_length_of_a_stencil_compiles_nothing_new():
+    def rosenbrock(x):
+        return np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+    seen = _kernels_of(rosenbrock, np.linspace(-1.0, 1.0, 100))
+    for n in (3, 37, 1000):
+        assert _kernels_of(rosenbrock, np.linspace(-1.0, 1.0, n)) == seen, n
