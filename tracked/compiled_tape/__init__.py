@@ -21,6 +21,7 @@ The compiler (docs/dev/compiler.md walks one instruction through it):
 - codegen.py   Kernel (one C signature), Step, the constant table; reduce, matmul, fill, guard
 - vm.py        the tables T, C, P and the entry (per argument types) calling kernels by address
 - cache.py     generated modules on disk, compiled once per machine
+- library.py   the kernels of reference MLPs, compiled ahead of use (python -m ...library)
 """
 from .guards import TapeGuardError
 from .tapes import GradientTape, JacobianTape, HessianTape, compile
