@@ -133,3 +133,9 @@ def run(report, wanted):
                   f'{_ms(o["ready"])} ({o["cpu"]:.2f} s CPU), '
                   f'{"a compiling process ran" if o["worker"] else "nothing compiled"}',
                   flush=True)
+
+
+if __name__ == '__main__':          # python benchmarks/startup.py: run.py's start-up lines
+    sys.path.insert(0, HERE)
+    import run
+    run.main(['STARTUP'] + sys.argv[1:])

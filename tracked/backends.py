@@ -7,7 +7,7 @@ None where there is no gradient.  ``AutoCompiled`` lives in ``tracked.compiled_t
 """
 import numpy as np
 
-from .arguments import ADType, Args, check_scalar, first_output, float_dtype
+from .arguments import ADType, Args, check_function, check_scalar, first_output, float_dtype
 from .reverse import eager_withgradient
 
 __all__ = ['ADType', 'AutoTracked', 'AutoFiniteDifferences']
@@ -22,6 +22,7 @@ class AutoTracked(ADType):
     """
 
     def withgradient(self, f, *args):
+        check_function(f, 'AutoTracked().withgradient')
         return eager_withgradient(f, args)
 
 
