@@ -13,7 +13,7 @@ MLP mixing tanh and relu one, W4a one; a ``tr.compile`` then takes the warm cach
 time instead of several seconds.  Other models (W1's chain of ``sin``, a logistic
 regression) still compile their own fused loops.
 
-``prebuild()`` compiles what the cache lacks of those kernels, in this process, once
+``prebuild()`` compiles what the cache lacks of those kernels, in a new process, once
 per machine and numba version (about 70 kernels and entries, 15-20 s of CPU): run it
 where an environment or image is built, or once by hand.
 
@@ -80,20 +80,45 @@ def missing(tapes):
     return list(found.items())
 
 
+# Compiles in a fresh process: one that imported a kernel module before (from another
+# cache folder) would find it in sys.modules and compile nothing into this folder.
+_WORKER = r'''
+import importlib, sys, time
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+for name in sys.argv[2:]:
+    t0 = time.process_time()
+    importlib.import_module(name)          # compiled when imported, saved beside it
+    print(f'{name}: {time.process_time() - t0:.2f} s', flush=True)
+'''
+
+
 def prebuild(tapes=None, out=None):
     """``prebuild(tapes=None)``: compile into the disk cache the kernels and entries of
-    ``tapes`` (default: ``reference_tapes()``) that it lacks; returns their module names.
-    ``out`` (a callable, e.g. ``print``) receives a line per module compiled."""
+    ``tapes`` (default: ``reference_tapes()``) that it lacks, in a new process; returns
+    their module names.  ``out`` (a callable, e.g. ``print``) receives a line per module
+    compiled."""
+    import subprocess
+    import sys
     from . import cache
     if tapes is None:
         tapes = [t for _, t in reference_tapes()]
     todo = missing(tapes)
+    if not todo:
+        return []
     for name, source in todo:
-        t0 = time.process_time()
-        cache.load(name, source)           # compiled when imported, saved beside it
+        cache.write(name, source)
+    names = [name for name, _ in todo]
+    proc = subprocess.Popen([sys.executable, '-c', _WORKER, cache.cache_dir(), *names],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
         if out is not None:
-            out(f'{name}: {time.process_time() - t0:.2f} s')
-    return [name for name, _ in todo]
+            out(line.rstrip('\n'))
+    err = proc.stderr.read()
+    if proc.wait() != 0:
+        raise RuntimeError(f'compiling the kernel library failed: {err.strip()[-2000:]}')
+    return names
 
 
 if __name__ == '__main__':
