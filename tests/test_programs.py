@@ -32,7 +32,8 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, assume, given, note, seed, settings, strategies as st
+from hypothesis import HealthCheck, Phase, assume, given, note, settings, strategies as st
+from hypothesis import seed as fixed_seed
 
 import tracked as tr
 
@@ -319,7 +320,8 @@ BASE = dict(deadline=None, derandomize=SEED is None, database=None, print_blob=S
             report_multiple_bugs=False,
             suppress_health_check=list(HealthCheck))
 NUMPY_PATHS = settings(max_examples=EXAMPLES or 150, **BASE)
-COMPILED_PATH = settings(max_examples=EXAMPLES or 8, phases=[Phase.explicit, Phase.generate], **BASE)
+COMPILED_PATH = settings(max_examples=EXAMPLES or 8, phases=[Phase.explicit, Phase.generate],
+                         **BASE)
 
 
 def _run(path, example):
@@ -334,7 +336,7 @@ def _run(path, example):
 
 
 def _seeded(test):
-    return test if SEED is None else seed(int(SEED))(test)
+    return test if SEED is None else fixed_seed(int(SEED))(test)
 
 
 def _numpy_test(path, group):
