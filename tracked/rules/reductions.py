@@ -21,6 +21,7 @@ from ..forward import batch_axes
 from ..registry import Primitive, defvjp, defcomposite, REDUCE, ACCUMULATE
 from ..tape import shape_of
 from ..values import apply
+from .matrices import conj
 
 _NoValue = np._NoValue
 
@@ -30,8 +31,9 @@ _NoValue = np._NoValue
 # --------------------------------------------------------------------------
 
 def _axes(axis, ndim):
-    """The reduced axes as a sorted tuple of non-negative ints."""
-    if axis is None:
+    """The reduced axes as a sorted tuple of non-negative ints (none for a 0-d array,
+    which NumPy reduces with ``axis=0`` or ``-1`` as with ``None``)."""
+    if axis is None or not ndim:
         return tuple(range(ndim))
     if isinstance(axis, (tuple, list)):
         return tuple(sorted(normalize_axis_tuple(tuple(axis), ndim)))
@@ -146,13 +148,15 @@ def _linrec_fwd(a, b, axis, reverse):
 
 
 def _linrec_vjp_b(g, ans, a, b, axis, reverse):
-    # forward s[i] = b[i] + a[i] s[i-1]: gb[k] = g[k] + a[k+1] gb[k+1] (run backwards)
-    return _linrec(_shift(a, 1 if reverse else -1, axis), g, axis, not reverse)
+    # forward s[i] = b[i] + a[i] s[i-1]: gb[k] = g[k] + conj(a[k+1]) gb[k+1] (run
+    # backwards; holomorphic, so complex coefficients enter conjugated)
+    return _linrec(_shift(conj(a), 1 if reverse else -1, axis), g, axis, not reverse)
 
 
 def _linrec_vjp_a(g, ans, a, b, axis, reverse):
     # d s[i] / d a[m] = s[m-1] * (d s[i] / d b[m])
-    return _shift(ans, -1 if reverse else 1, axis) * _linrec_vjp_b(g, ans, a, b, axis, reverse)
+    return (conj(_shift(ans, -1 if reverse else 1, axis))
+            * _linrec_vjp_b(g, ans, a, b, axis, reverse))
 
 
 _linrec_prim = Primitive(_linrec_fwd, (_linrec_vjp_a, _linrec_vjp_b), name='linrec')
@@ -227,7 +231,7 @@ def _reduce_batched(fn):
         if rest or _masked(kw.get('where', True)):
             return NotImplemented
         kw.pop('where', None)
-        return fn(tangents[0], batch_axes(axis, nd) if nd else None, dtype, **kw)
+        return fn(tangents[0], batch_axes(axis, nd), dtype, **kw)
     return batched
 
 
@@ -300,9 +304,10 @@ def _prod_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False,
     if _masked(where):
         mask = np.broadcast_to(where, shape)
         x = a * mask + ~mask          # masked-out elements count as 1
-    gx = _keep(g, shape, axis, keepdims) * _prod_others(x, _axes(axis, len(shape)))
+    # holomorphic: the cotangent times the conjugate of each partial derivative
+    gx = _keep(g, shape, axis, keepdims) * conj(_prod_others(x, _axes(axis, len(shape))))
     if initial is not _NoValue and initial is not None:
-        gx = gx * initial
+        gx = gx * conj(initial)
     if _masked(where):
         gx = gx * mask
     return gx
@@ -397,26 +402,29 @@ def _cumulative(np_fn, name):
 
 
 def _lane(a, axis):
-    """(array, axis) along which a cumulative op ran: ``axis=None`` means flattened."""
-    if axis is None:
+    """(array, axis) along which a cumulative op ran: ``axis=None`` means flattened
+    (and so does any axis of a 0-d array: NumPy gives a 1-element result)."""
+    if axis is None or not np.ndim(a):
         return np.reshape(a, (-1,)), 0
     return a, normalize_axis_tuple(axis, np.ndim(a))[0]
 
 
 def _cumsum_vjp(g, ans, a, axis=None, dtype=None, out=None):
-    ax = 0 if axis is None else normalize_axis_tuple(axis, np.ndim(a))[0]
+    flat = axis is None or not np.ndim(a)
+    ax = 0 if flat else normalize_axis_tuple(axis, np.ndim(a))[0]
     gx = _reverse(np.cumsum(_reverse(g, ax), axis=ax), ax)
-    return np.reshape(gx, np.shape(a)) if axis is None else gx
+    return np.reshape(gx, np.shape(a)) if flat else gx
 
 
 def _cumprod_vjp(g, ans, a, axis=None, dtype=None, out=None):
     # d/dx[i] sum_k g[k] y[k] = (prod_{j<i} x[j]) * r[i],  r[i] = g[i] + x[i+1] r[i+1]:
-    # exact when x has zeros (no division by x).
+    # exact when x has zeros (no division by x).  Complex: the conjugates of the
+    # partial derivatives, r[i] = g[i] + conj(x[i+1]) r[i+1].
     x, ax = _lane(a, axis)
     shape = np.shape(x)
     before = _shift(ans, 1, ax) + _onehot(shape, ax, 0, x.dtype)
-    gx = before * _linrec(_shift(x, -1, ax), g, ax, reverse=True)
-    return np.reshape(gx, np.shape(a)) if axis is None else gx
+    gx = conj(before) * _linrec(_shift(conj(x), -1, ax), g, ax, reverse=True)
+    return np.reshape(gx, np.shape(a)) if axis is None or not np.ndim(a) else gx
 
 
 defvjp(np.cumsum, _cumsum_vjp, fn=_cumulative(np.cumsum, 'cumsum'), linear='joint')
