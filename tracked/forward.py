@@ -227,7 +227,10 @@ def forward_apply(prim, args, kwargs, level):
     if prim.index_args:                       # an index holding duals: only its value
         primals = [_strip_level(a, level) if p in prim.index_args else a
                    for p, a in enumerate(primals)]
-    ans = apply(prim, primals, kwargs)
+    # A custom rule (``direct``) runs its own forward on lower-level values, as
+    # ``values.apply`` lets it: its pullback then closes over them, so the tangent
+    # it gives (double vjp) is differentiable at those levels.
+    ans = prim.fn(*primals, **kwargs) if prim.direct else apply(prim, primals, kwargs)
     if lvl is None:                           # duals only inside an index
         return ans
     vjps = prim.vjps
