@@ -205,11 +205,15 @@ def test_auto_takes_forward_mode_for_square_jacobians():
     def f(x):
         seen.append(type(x))
         return np.tanh(x[::-1]) * x
-    tr.jacobian(f, np.array([0.3, -0.8]))
-    assert seen[-1] is Dual                         # 2 inputs, 2 outputs: forward mode
+    x = np.array([0.3, -0.8, 1.1])
+    tr.jacobian(f, x)
+    assert seen[-1] is Dual                         # 3 inputs, 3 outputs: forward mode
     seen.clear()
-    tr.jacobian(lambda x: f(x)[:1], np.array([0.3, -0.8]))
-    assert Dual not in seen                         # 2 inputs, 1 output: reverse mode
+    tr.jacobian(lambda x: f(x)[:2], x)
+    assert seen == [tr.TrackedArray]                # 3 inputs, 2 outputs: reverse mode, once
+    seen.clear()
+    tr.jacobian(lambda x: f(x)[:1], x[:2])
+    assert seen == [Dual]                           # 2 inputs: forward at once, f runs once
 
 
 def test_custom_rule_without_jvp_nests_in_forward_mode():

@@ -63,7 +63,8 @@ def withjacobian(f, *args, mode='auto'):
     ``mode='forward'`` carries one tangent per input element through one pass;
     ``'reverse'`` sweeps back once per output element; ``'auto'`` takes forward when
     the inputs have no more elements than the output (it records ``f`` for reverse
-    mode first, to learn the output's size: ``f`` then runs twice).  A scalar argument gives a
+    mode first, to learn the output's size: ``f`` then runs twice; with at most two
+    input elements it goes forward at once).  A scalar argument gives a
     vector, a scalar ``y`` one row; non-numeric arguments give None.
 
     >>> import numpy as np, tracked as tr
@@ -79,7 +80,9 @@ def withjacobian(f, *args, mode='auto'):
     spec = Args(tuple(_array_arg(a) for a in args))
     _no_complex_inputs(spec, 'jacobian')
     n = sum(_size(a) for a in spec.flat)
-    if mode == 'forward' or (mode == 'auto' and n <= 1):
+    # 'auto' with at most two input elements goes forward without asking: two tangents
+    # cost about what a reverse recording does, and f runs once (Lux's 2-element input)
+    if mode == 'forward' or (mode == 'auto' and n <= 2):
         y, jacs = _forward_jacobian(f, spec, n)
     else:
         # 'auto' records f for reverse mode first: that gives the output's size, and f
