@@ -211,17 +211,26 @@ def test_jacobian_of_matrix_function_ravels():
     np.testing.assert_allclose(J, expected)
 
 
-def test_jacobian_runs_f_once():
+def test_jacobian_runs_f_once_in_the_mode_it_is_given():
+    # mode='auto' records f for reverse mode to learn the output's size; when forward
+    # mode turns out cheaper (no more inputs than outputs: this square Jacobian) f runs
+    # a second time, carrying the tangents
     calls = []
 
     def f(x):
         calls.append(1)
         return np.sin(x) * np.sum(x)
     x = rng.standard_normal(6)
-    J, = tr.jacobian(f, x)
-    assert len(calls) == 1
     expected = np.diag(np.cos(x)) * np.sum(x) + np.sin(x)[:, None]
-    np.testing.assert_allclose(J, expected)
+    for mode, runs in (('forward', 1), ('reverse', 1), ('auto', 2)):
+        calls.clear()
+        J, = tr.jacobian(f, x, mode=mode)
+        assert len(calls) == runs, mode
+        np.testing.assert_allclose(J, expected)
+    calls.clear()
+    J, = tr.jacobian(lambda x: f(x)[:2], x)            # wide: auto keeps its recording
+    assert len(calls) == 1
+    np.testing.assert_allclose(J, expected[:2])
 
 
 def test_jacobian_float32_and_tree_argument():

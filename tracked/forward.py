@@ -227,7 +227,10 @@ def forward_apply(prim, args, kwargs, level):
     if prim.index_args:                       # an index holding duals: only its value
         primals = [_strip_level(a, level) if p in prim.index_args else a
                    for p, a in enumerate(primals)]
-    ans = apply(prim, primals, kwargs)
+    # A custom rule (``direct``) runs its own forward on lower-level values, as
+    # ``values.apply`` lets it: its pullback then closes over them, so the tangent
+    # it gives (double vjp) is differentiable at those levels.
+    ans = prim.fn(*primals, **kwargs) if prim.direct else apply(prim, primals, kwargs)
     if lvl is None:                           # duals only inside an index
         return ans
     vjps = prim.vjps
@@ -407,11 +410,16 @@ def batch_axes(axis, ndim):
     """``axis`` (None, an int or a tuple, of an array of ``ndim`` dimensions) as the same
     axes of a batch of such arrays stacked along a new leading axis (batched rules).
 
-    >>> batch_axes(None, 2), batch_axes(-1, 2), batch_axes((0, 1), 3)
-    ((1, 2), 2, (1, 2))
+    A 0-d array has no axis to reduce (NumPy takes ``axis=0`` or ``-1`` there as none):
+    the batch axis must stay, so that is ``()``, never None or 0.
+
+    >>> batch_axes(None, 2), batch_axes(-1, 2), batch_axes((0, 1), 3), batch_axes(0, 0)
+    ((1, 2), 2, (1, 2), ())
     """
+    if not ndim:
+        return ()
     if axis is None:
         return tuple(range(1, ndim + 1))
     if isinstance(axis, (tuple, list)):
         return tuple(operator.index(a) % ndim + 1 for a in axis)
-    return operator.index(axis) % ndim + 1 if ndim else axis
+    return operator.index(axis) % ndim + 1

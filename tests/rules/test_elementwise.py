@@ -128,6 +128,10 @@ CASES = [
     case(np.power, const(2.0), carg((2, 3))),
     case(np.multiply, (5,), const(1.5 - 2.0j), name='multiply(real,complex-constant)'),
     case(np.multiply, (2, 3), carg((3,)), name='multiply(real,complex)'),
+    # arccosh' = 1/(sqrt(z-1) sqrt(z+1)): 1/sqrt(z^2-1) had the wrong sign for Re z < 0
+    case(np.arccosh, carg((6,), -2.0, 2.0), name='arccosh(complex, both half-planes)'),
+    # NumPy 2's sign(z) = z/|z| for complex z: not piecewise constant, not holomorphic
+    *[case(np.sign, carg(s)) for s in SHAPES],
 ]
 
 ELEMENTWISE = [
@@ -462,3 +466,17 @@ def _i1(x):
     """Modified Bessel function I1 by its series (reference for i0's derivative)."""
     from math import factorial
     return sum((x / 2) ** (2 * k + 1) / (factorial(k) * factorial(k + 1)) for k in range(80))
+
+
+def test_complex_arccosh_left_half_plane():
+    z = np.array([-0.13 + 0.36j, -1.5 - 0.2j, 0.4 - 1.1j])
+    g, = tr.gradient(lambda z: np.sum(np.real(np.arccosh(z))), z)
+    np.testing.assert_allclose(g, np.conj(1 / (np.sqrt(z - 1) * np.sqrt(z + 1))))
+
+
+def test_complex_sign_is_z_over_abs():
+    z = np.array([3 + 4j, -1j, 0j])
+    g, = tr.gradient(lambda z: np.sum(np.imag(np.sign(z))), z)
+    # d Im(z/|z|): 1j/|z| - (z/|z|) Im(z/|z|)/|z| (ChainRules' dL/dx + i dL/dy), 0 at 0
+    s = np.array([0.6 + 0.8j, -1j])
+    np.testing.assert_allclose(g, np.append((1j - s * s.imag) / np.array([5.0, 1.0]), 0))

@@ -14,6 +14,8 @@ METHODS = ('inverted_cdf', 'averaged_inverted_cdf', 'closest_observation',
            'interpolated_inverted_cdf', 'hazen', 'weibull', 'linear', 'median_unbiased',
            'normal_unbiased', 'lower', 'higher', 'midpoint', 'nearest')
 NANS = arg(None, values=[[1.0, np.nan, 3.0, 0.2], [0.5, 2.0, np.nan, np.nan], [0.1, 0.4, 0.9, 1.6]])
+CNANS = arg(None, values=[[1.0 + 0.5j, np.nan, 3.0 - 1j, 0.2j], [0.5, 2.0 + 2j, np.nan, -1 + 1j]],
+            dtype=np.complex128)
 Q = np.array([0.1, 0.45, 0.83])
 
 CASES = (
@@ -38,6 +40,9 @@ CASES = (
         case(np.nanstd, NANS, kwargs=dict(axis=0, keepdims=True)), case(np.nanstd, S2, const(1)),
         case(np.nancumsum, NANS, kwargs=dict(axis=1)), case(np.nancumsum, S2),
         case(np.nancumprod, NANS, kwargs=dict(axis=0)), case(np.nancumprod, S1),
+        # complex: nanvar/nanstd are of |x - mean|^2 (the composite squared x - mean)
+        case(np.nanvar, CNANS, kwargs=dict(axis=1)), case(np.nanstd, CNANS),
+        case(np.nanprod, CNANS, kwargs=dict(axis=0)), case(np.nancumprod, CNANS),
         case(np.ptp, S2), case(np.ptp, S3, kwargs=dict(axis=1, keepdims=True)), case(np.ptp, ()),
         *([case(np.cumulative_sum, S1),
            case(np.cumulative_sum, S2, kwargs=dict(axis=1, include_initial=True)),
@@ -120,3 +125,12 @@ def test_errors():
         np.quantile(p, 0.5, method='nope')
     with pytest.raises(TypeError, match='out='):
         np.median(p, out=np.zeros(()))
+
+
+def test_complex_nanvar_and_nanstd_values():
+    z = np.array([[1 + 2j, 3 - 1j, np.nan], [0.5 + 0.5j, 2j, 1.0]])
+    for fn in (np.nanvar, np.nanstd):
+        for kw in ({}, {'axis': 1}, {'axis': 0, 'ddof': 0, 'keepdims': True}):
+            val = tr.withgradient(lambda z: np.sum(fn(z, **kw)), z).val
+            np.testing.assert_allclose(val, np.sum(fn(z, **kw)))
+            assert np.isrealobj(val)

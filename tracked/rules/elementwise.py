@@ -183,7 +183,17 @@ defpartials(np.sinh, lambda ans, x: np.cosh(x), kernel='np.sinh({0})')
 defpartials(np.cosh, lambda ans, x: np.sinh(x), kernel='np.cosh({0})')
 defpartials(np.tanh, lambda ans, x: 1.0 - ans * ans, kernel='np.tanh({0})')
 defpartials(np.arcsinh, lambda ans, x: 1.0 / np.sqrt(x * x + 1.0), kernel='np.arcsinh({0})')
-defpartials(np.arccosh, lambda ans, x: 1.0 / np.sqrt(x * x - 1.0), kernel='np.arccosh({0})')
+
+
+def _arccosh_partial(ans, x):
+    # Complex: 1/(sqrt(z - 1) sqrt(z + 1)), not 1/sqrt(z^2 - 1): the principal branch
+    # of the latter flips sign across the imaginary axis, where arccosh has no cut.
+    if is_complex(x):
+        return 1.0 / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0))
+    return 1.0 / np.sqrt(x * x - 1.0)
+
+
+defpartials(np.arccosh, _arccosh_partial, kernel='np.arccosh({0})')
 defpartials(np.arctanh, lambda ans, x: 1.0 / (1.0 - x * x), kernel='np.arctanh({0})')
 defpartials(np.deg2rad, _RAD, kernel='np.deg2rad({0})')
 defpartials(np.radians, _RAD, kernel='np.radians({0})')   # a distinct ufunc from deg2rad
@@ -335,8 +345,30 @@ defvjp(np.where, None,
 # Piecewise constant: zero gradient
 # --------------------------------------------------------------------------
 
-for _f in (np.floor, np.ceil, np.trunc, np.rint, np.sign):
+for _f in (np.floor, np.ceil, np.trunc, np.rint):
     defpartials(_f, 0, kernel=f'np.{_f.__name__}({{0}})')
+
+
+# sign is piecewise constant on real numbers, but NumPy 2's sign of a complex z is
+# z / |z| (0 at 0), which is not holomorphic: with s = sign(z) and r = |z|,
+# ds = (dz - s Re(conj(s) dz)) / r, and its adjoint has the same form (0 at z = 0,
+# a subgradient, as abs has).
+def _sign_vjp(g, ans, x):
+    if is_complex(x):
+        r = np.abs(x)
+        return (g - ans * np.real(np.conj(ans) * g)) / np.where(r == 0, np.inf, r)
+    return g * 0.0
+
+
+def _sign_jvp(tangents, ans, x):
+    t = tangents[0]
+    if is_complex(x):
+        r = np.abs(x)
+        return (t - ans * np.real(np.conj(ans) * t)) / np.where(r == 0, np.inf, r)
+    return t * 0.0
+
+
+defvjp(np.sign, _sign_vjp, kernel='np.sign({0})', jvp=_sign_jvp, batched=_sign_jvp)
 for _f in (np.round, np.around):
     defvjp(_f, lambda g, ans, *args, **kwargs: g * 0.0, jvp=lambda t, ans, *a, **k: ans * 0.0)
 

@@ -17,6 +17,7 @@ from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..registry import defcomposite, nondifferentiable
 from ..values import Tracked, call_nondiff
+from .matrices import is_complex
 
 try:
     from numpy.lib._function_base_impl import _QuantileMethods
@@ -205,7 +206,8 @@ def _nanmoment(name, root):
         n = call_nondiff(np.sum, (ok,), {'axis': axis, 'keepdims': True})
         centred = (x - np.sum(x, axis=axis, keepdims=True) / np.maximum(n, 1)) * ok
         dof = call_nondiff(np.sum, (ok,), {'axis': axis, 'keepdims': keep}) - ddof
-        var = np.sum(centred * centred, axis=axis, keepdims=keep)
+        sq = np.real(centred * np.conj(centred)) if is_complex(centred) else centred * centred
+        var = np.sum(sq, axis=axis, keepdims=keep)      # |x - mean|^2, as NumPy's
         var = np.where(dof > 0, var / np.where(dof > 0, dof, 1), np.nan)   # NumPy's nan
         if dtype is not None:
             var = np.astype(var, dtype)
