@@ -30,6 +30,10 @@ def test_expected_later_names_are_still_missing_and_real():
 
 
 def test_the_page_is_up_to_date():
+    page = coverage.PAGE.read_text()
+    if f'(NumPy {coverage.numpy_version()})' not in page:
+        # the dependency floors' CI run: other NumPy versions have other namespaces
+        pytest.skip('docs/coverage.md is generated with another NumPy version')
     assert coverage.PAGE.read_text() == coverage.render(), \
         'docs/coverage.md is stale: run python -m tracked.coverage --write'
 
