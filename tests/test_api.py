@@ -92,6 +92,25 @@ def test_complex_arguments_follow_chainrules_convention():
         tr.gradient(lambda z: np.sum(z), z)       # a complex output: not a real loss
 
 
+@pytest.mark.parametrize('who', [tr.jacobian, tr.hessian, tr.diaghessian])
+def test_complex_arguments_to_jacobians_name_a_call_that_works(who):
+    z = np.array([1 + 2j, 3 - 1j])
+    f = lambda z: np.sum(np.abs(z) ** 4)                        # noqa: E731
+    with pytest.raises(ValueError, match='real and imaginary parts') as e:
+        who(f, z)
+    suggested = str(e.value).split('e.g. ')[1]                  # the call the message shows
+    got = eval(suggested, {'np': np, 'f': f, 'z': z, who.__name__: who})
+    x, y = z.real, z.imag                                       # d2/dx2 (x^2+y^2)^2 etc.
+    r2 = x ** 2 + y ** 2
+    if who is tr.jacobian:
+        np.testing.assert_allclose(got[0], [4 * r2 * x], rtol=1e-12)
+        np.testing.assert_allclose(got[1], [4 * r2 * y], rtol=1e-12)
+    else:
+        diag = np.stack([4 * r2 + 8 * x ** 2, 4 * r2 + 8 * y ** 2])
+        H = got[0] if who is tr.diaghessian else np.diag(got).reshape(2, 2)
+        np.testing.assert_allclose(H, diag, rtol=1e-12)
+
+
 def test_withgradient_aux_named_tuple_and_dict():
     Out = namedtuple('Out', 'loss pred')
     x = np.array([1.0, 2.0])

@@ -49,7 +49,9 @@ def _no_complex_inputs(spec, who):
             raise ValueError(
                 f'{who} with respect to a complex argument is ambiguous (a complex derivative '
                 f'exists only for holomorphic functions); pass the real and imaginary parts '
-                f'as two real arrays, e.g. {who}(lambda x, y: f(x + 1j * y), z.real, z.imag)')
+                f'as real arrays, e.g. ' + (
+                    f'{who}(lambda x, y: f(x + 1j * y), z.real, z.imag)' if who == 'jacobian'
+                    else f'{who}(lambda v: f(v[0] + 1j * v[1]), np.stack([z.real, z.imag]))'))
 
 
 # --------------------------------------------------------------------------
