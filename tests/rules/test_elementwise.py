@@ -84,6 +84,7 @@ CASES = [
     *unary(np.deg2rad, -200.0, 200.0), *unary(np.radians, -200.0, 200.0),
     *unary(np.rad2deg), *unary(np.degrees),
     *unary(np.sinc), case(np.sinc, arg((4,), 1.1, 3.0)),
+    case(np.sinc, arg((4,), values=[0.0, 0.003, -0.008, 0.5])),   # the series near 0
     # selection
     *binary(np.maximum), *binary(np.minimum), *binary(np.fmax), *binary(np.fmin),
     case(np.maximum, (2, 3), const(0.0), name='relu'),
@@ -326,6 +327,21 @@ def test_power_second_derivative_negative_base_integer_exponent():
 def test_sinc_at_zero():
     (g,) = grads(np.sinc, np.array([0.0, 1.0]))
     np.testing.assert_allclose(g, [0.0, -1.0], atol=1e-15)
+    # nested derivatives at 0 and across the switch to the series (|x| < 1e-2)
+    h = tr.hessian(lambda x: np.sum(np.sinc(x)), np.array([0.0, 0.5]))
+    np.testing.assert_allclose(np.diag(h), [-np.pi ** 2 / 3, _sinc2(0.5)], rtol=1e-12)
+    d3 = tr.gradient(lambda x: tr.gradient(lambda y: tr.gradient(np.sinc, y)[0], x)[0], 0.0)[0]
+    d4 = tr.gradient(lambda x: tr.gradient(lambda y: tr.gradient(
+        lambda z: tr.gradient(np.sinc, z)[0], y)[0], x)[0], 0.0)[0]
+    assert d3 == 0.0 and np.isclose(d4, np.pi ** 4 / 5, rtol=1e-12)
+    for x in (0.0, 0.004, 0.0099, 0.0101, 0.03):
+        assert tr.gradcheck(np.sinc, np.array([x, -x]))
+
+
+def _sinc2(x):
+    """The second derivative of sinc at x != 0, in closed form."""
+    p = np.pi * x
+    return (-(p ** 2) * np.sin(p) - 2 * p * np.cos(p) + 2 * np.sin(p)) / (np.pi * x ** 3)
 
 
 def test_divide_aliases():
