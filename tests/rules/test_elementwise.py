@@ -97,6 +97,10 @@ CASES = [
       if np.lib.NumpyVersion(np.__version__) >= '2.1.0' else []),
     case(np.clip, arg((4, 3), -3.0, 3.0), arg((3,), -1.5, -0.5), arg((4, 1), 0.5, 1.5)),
     case(np.clip, arg((), -3.0, 3.0), arg((), -1.5, -0.5), arg((5,), 0.5, 1.5)),
+    # a plain array's clip method with tracked bounds: NumPy's internal clip ufunc
+    case(lambda lo, hi: np.linspace(-3.0, 3.0, 12).reshape(4, 3).clip(min=lo, max=hi),
+         arg((3,), -1.5, -0.5), arg((4, 1), 0.5, 1.5), covers=np._core.umath.clip,
+         name='ndarray.clip(min=lo, max=hi)'),
     case(np.where, const(MASK), (2, 3), (2, 3)),
     case(np.where, const(MASK), (3,), ()),
     case(np.where, const(MASK[0]), (4, 1), (4, 3)),
