@@ -518,3 +518,26 @@ def test_inplace_keeps_the_dtype():
     tr.back(np.sum(y * y))
     assert x.grad.dtype == np.float32
     np.testing.assert_allclose(x.grad, 4.0 * np.array([3.0, 4.0, 5.0]))
+
+
+def test_flat_reads_iterates_and_writes_like_ndarray_flat():
+    X = np.arange(12.0).reshape(3, 4) / 7
+    v = np.array([0.5, -1.5])
+
+    def f(a, v, flat_of):
+        b = a * 1.0 + 0 * v[0]
+        flat_of(b)[[1, 3]] = v
+        flat_of(b)[5] = v[0] * 2
+        flat_of(b)[7:10] = v                  # repeated to fill the slice, as NumPy does
+        return (np.sum(b ** 2) + np.sum(flat_of(a)[[0, 5, 7]] ** 2) + flat_of(a)[3] * 2
+                + sum(t * t for t in flat_of(a[:2, :2])))
+    with_flat = lambda a, v: f(a, v, lambda z: z.flat)
+    assert np.isclose(tr.data(with_flat(tr.param(X), v)), f(X, v, lambda z: z.flat))
+    assert tr.gradcheck(with_flat, X, v)
+    tape = tr.GradientTape(with_flat, X, v)
+    expected = tr.gradient(with_flat, 2 * X, v)
+    for got in (tape.gradient(2 * X, v), tr.compile(tape, background=False).gradient(2 * X, v)):
+        np.testing.assert_allclose(got[0], expected[0], rtol=1e-12)
+        np.testing.assert_allclose(got[1], expected[1], rtol=1e-12)
+    p = tr.param(X)
+    assert len(p.flat) == 12 and p.flat.copy().shape == (12,) and p.flat.base is p

@@ -54,9 +54,10 @@ OTHERS = (
      'np.multiply.outer, np.add.at); plain for comparisons'),
     ('np.poly1d(c)(x)', 'rule', 'through np.polyval, in c and x'),
     ('np.lib.stride_tricks.sliding_window_view', 'rule', 'a gather of windows'),
-    ('np.vectorize', 'unsupported', 'it converts its arguments with np.asarray first; '
-     'write the function with NumPy operations (or np.apply_along_axis)'),
-    ('ndarray.flat', 'unsupported', 'not an attribute of tracked values yet; use np.ravel(x)'),
+    ('np.vectorize', 'not dispatched', 'it converts its arguments with np.asarray first; '
+     'tracked.numpy.vectorize (import tracked.numpy as np) runs the function on tracked '
+     'scalars'),
+    ('ndarray.flat', 'rule', 'reads, iteration and writes (x.flat[i] = v) of tracked arrays'),
 )
 
 

@@ -555,6 +555,7 @@ class Tracked:
     real = property(lambda self: call(np.real, self))
     imag = property(lambda self: call(np.imag, self))
     mT = property(lambda self: call(np.swapaxes, self, -1, -2))
+    flat = property(lambda self: FlatIter(self))
 
 
     def __repr__(self):
@@ -836,6 +837,45 @@ class TrackedReal(Boxed):
     6.0
     """
     __slots__ = ()
+
+
+class FlatIter:
+    """``x.flat`` of a tracked array, as ``ndarray.flat``: ``x.flat[i]`` reads element
+    ``i`` of ``x`` in row-major order (an int, a slice or an index array), iteration
+    yields the elements, and ``x.flat[i] = v`` writes into ``x`` (with ``x[...] = v``'s
+    rules for in-place changes; ``v`` is repeated to fill the selection, as NumPy does).
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.gradient(lambda x: x.flat[3] * x.flat[0], np.array([[1.0, 2.0], [3.0, 4.0]]))
+    (array([[4., 0.],
+           [0., 1.]]),)
+    """
+
+    __slots__ = ('base',)
+
+    def __init__(self, base):
+        self.base = base
+
+    def __len__(self):
+        return self.base.size
+
+    def __iter__(self):
+        return iter(np.ravel(self.base))
+
+    def __getitem__(self, idx):
+        return np.ravel(self.base)[idx]
+
+    def __setitem__(self, idx, value):
+        base = self.base
+        pos = np.arange(base.size)[idx]
+        n = np.size(pos)
+        if np.size(value) not in (1, n):
+            value = np.resize(np.ravel(value), n)
+        base[np.unravel_index(pos, base.shape)] = np.reshape(value, np.shape(pos)) \
+            if np.size(value) == n else value
+
+    def copy(self):
+        return np.ravel(self.base).copy()
 
 
 _REPEATABLE = (list, tuple, str, bytes, bytearray)
