@@ -55,6 +55,12 @@ CASES = (
         case(lambda m, w: np.cov(m, aweights=w), S2, arg((5,), 0.5, 2.0), covers=np.cov,
              name='cov(aweights tracked)'),
         case(np.corrcoef, S2), case(np.corrcoef, S1, S1), case(np.corrcoef, S2, const(None), const(False)),
+        # weights (inverted_cdf only): the gradient goes to the element picked
+        case(lambda a, w: np.quantile(a, Q, axis=1, method='inverted_cdf', weights=w), S2,
+             arg(S2, 0.5, 2.0), covers=np.quantile, name='quantile(weights=)'),
+        case(lambda a: np.nanpercentile(a, 40.0, axis=0, method='inverted_cdf',
+                                        weights=np.linspace(0.5, 2.0, 12).reshape(3, 4)),
+             NANS, covers=np.nanpercentile, name='nanpercentile(weights=)'),
     ]
 )
 
@@ -96,6 +102,35 @@ def test_nan_forms_skip_nans_with_finite_gradients():
 def test_nan_in_plain_median_gives_nan():
     y = np.median(tr.param(np.array([1.0, np.nan, 2.0])))
     assert np.isnan(tr.data(y))
+
+
+def test_weighted_quantile_values_are_numpys():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 6, 5))
+    w = rng.uniform(0.0, 2.0, x.shape)
+    w[0, 0, :2] = w[2, :3, 1] = 0.0                     # some zero weights
+    x_nan = x.copy()
+    x_nan[1, 2, 3] = np.nan
+    for fn, scale in ((np.quantile, 1.0), (np.percentile, 100.0), (np.nanquantile, 1.0)):
+        for a in (x, x_nan):
+            for q in (0.0, 0.31, 1.0, Q):
+                for kw in ({}, {'axis': 1}, {'axis': (0, 2), 'keepdims': True},
+                           {'axis': 2, 'weights': w[0, 0]}):
+                    if fn is np.nanquantile and 'weights' in kw:
+                        continue        # NumPy 2.4's nanquantile fails on 1-d weights itself
+                    kw = {'weights': w, **kw}
+                    with warnings.catch_warnings():
+                        warnings.simplefilter('ignore')
+                        expected = fn(a, np.multiply(q, scale), method='inverted_cdf', **kw)
+                        got = tr.data(fn(tr.param(a), np.multiply(q, scale),
+                                         method='inverted_cdf', **kw))
+                    np.testing.assert_array_equal(got, expected)
+    with pytest.raises(ValueError, match="Only method 'inverted_cdf'"):
+        np.quantile(tr.param(x), 0.5, weights=w)
+    with pytest.raises(ValueError, match='non-negative'):
+        np.quantile(tr.param(x), 0.5, method='inverted_cdf', weights=-w)
+    with pytest.raises(TypeError, match='Axis must be specified'):
+        np.quantile(tr.param(x), 0.5, method='inverted_cdf', weights=w[0, 0])
 
 
 def test_recorded_tape_sorts_the_new_values():
