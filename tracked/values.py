@@ -13,6 +13,7 @@ import weakref
 import numpy as np
 
 from . import registry
+from .conversions import conversion_error
 from . import tape as _tape
 from .tape import (Cotangents, Node, SparseCotangent, backward, new_node, recording_paused,
                    active_recorder)
@@ -573,14 +574,7 @@ class Tracked:
                         f'and differentiate where it arrives.')
 
     def __array__(self, *args, **kwargs):
-        raise TypeError('a tracked value cannot be converted to a plain NumPy array '
-                        'silently: that would drop its gradient. Use tr.data(x) for the '
-                        'value; to build an array from tracked values use np.stack or '
-                        'np.concatenate, which tracked differentiates (or import '
-                        'tracked.numpy as np, whose np.array accepts lists of them). A '
-                        'plain array cannot hold a tracked value (a[i] = t): tracked.numpy\'s '
-                        'zeros_like/empty_like of a tracked array can; np.full(shape, t) is '
-                        'np.zeros(shape) + t.')
+        raise conversion_error()
 
     # -- concretisation (guards in recorded tapes) ---------------------------
     def _concrete(self, kind):
