@@ -24,7 +24,7 @@ import numpy as np
 from .api import gradient, vjp
 from .arguments import (Args, check_function, differentiable, float_dtype, is_number_list,
                         keep_value, leaf_value)
-from .forward import Dual, DualLevel, primal
+from .forward import DUALS, DualLevel, make_dual, primal
 from .values import Tracked, plain
 
 __all__ = ['jacobian', 'withjacobian', 'hessian', 'hessian_reverse', 'diaghessian', 'jvp',
@@ -162,7 +162,7 @@ def _basis_tangents(spec, n):
 def _run_forward(f, spec, tangents, batch):
     """``f`` on duals of one new level; returns the level and its output."""
     lvl = DualLevel(batch)
-    leaves = [leaf_value(a) if t is None else Dual.make(leaf_value(a), t, lvl)
+    leaves = [leaf_value(a) if t is None else make_dual(leaf_value(a), t, lvl)
               for a, t in zip(spec.flat, tangents)]
     return lvl, f(*spec.rebuild(leaves))
 
@@ -170,7 +170,7 @@ def _run_forward(f, spec, tangents, batch):
 def _output_tangent(out, lvl, batch=None):
     """The primal and tangent of ``out`` at ``lvl`` (zeros if it does not depend on it)."""
     y = out
-    if isinstance(out, Dual) and out._node is lvl:
+    if isinstance(out, DUALS) and out._node is lvl:
         return out._value, out._tangent
     shape = np.shape(plain(y))
     t = np.zeros(shape if batch is None else (batch,) + shape, float_dtype(y))
@@ -270,7 +270,7 @@ def diaghessian(f, *args):
         return tuple(_zeros_if_none(g, x) for g, x in zip(
             gradient(lambda *l2: f(*spec.rebuild(l2)), *ls), ls))
     lvl = DualLevel(n)
-    leaves = [Dual.make(leaf_value(a), t, lvl) for a, t in zip(spec.flat, _basis_tangents(spec, n))]
+    leaves = [make_dual(leaf_value(a), t, lvl) for a, t in zip(spec.flat, _basis_tangents(spec, n))]
     outs = grads(*leaves)
     diags, off = [], 0
     for a, out in zip(spec.flat, outs):
