@@ -1,7 +1,7 @@
 """Building and selecting arrays: linspace/logspace/geomspace with tracked end points,
 meshgrid, select, piecewise, choose, partition, nan_to_num, rollaxis, dsplit, block,
 diagflat, resize, delete, compress, extract, apply_along_axis, apply_over_axes, the
-weighted counts bincount/histogram (w.r.t. the weights), and NumPy's in-place
+weighted counts bincount/histogram/histogram2d/histogramdd (w.r.t. the weights), and NumPy's in-place
 writers (put, place, putmask, copyto, fill_diagonal, put_along_axis) on tracked
 arrays.
 
@@ -11,12 +11,14 @@ tape, so a replay recomputes them.  The in-place writers record a new value and
 point the tracked array at it, as ``x[i] = v`` does; a plain destination cannot
 hold a tracked value and is refused.
 """
+import builtins
+import math
 import operator
 
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from ..registry import Primitive, defcomposite
+from ..registry import Primitive, defcomposite, nondifferentiable
 from ..values import Tracked, apply, call_nondiff
 from .indexing import scatter_add
 
@@ -346,20 +348,64 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
     return counts, edges
 
 
-def _histogramdd_plain(name, fn):
-    def impl(sample, *args, **kwargs):
-        weights = kwargs.get('weights', args[-1] if len(args) >= 4 else None)
-        if isinstance(weights, Tracked):
-            raise TypeError(f'np.{name} with tracked weights has no derivative rule; use '
-                            f'np.histogram per axis or np.bincount of np.ravel_multi_index')
-        return call_nondiff(fn, (sample,) + args, kwargs)
-    return impl
+def _dd_edges(sample, bins, bounds, i):
+    """NumPy's bin edges of ``np.histogramdd`` along axis ``i``."""
+    return np.histogramdd(sample, bins, bounds)[1][i]
+
+
+def _dd_flat(sample, *edges):
+    """The flat bin of each sample in the histogram with an outlier bin at both ends of
+    every axis, as NumPy counts (the right edge in the last bin, NaN and outliers at the
+    ends)."""
+    try:
+        n, d = sample.shape
+    except (AttributeError, ValueError):
+        sample = np.atleast_2d(sample).T
+        n, d = sample.shape
+    counts = [np.searchsorted(edges[i], sample[:, i], side='right') for i in range(d)]
+    for i in range(d):
+        counts[i][sample[:, i] == edges[i][-1]] -= 1
+    return np.ravel_multi_index(counts, tuple(len(e) + 1 for e in edges))
+
+
+nondifferentiable(_dd_edges, _dd_flat)
+
+
+def _histogramdd(sample, bins=10, range=None, density=None, weights=None):
+    if not isinstance(weights, Tracked):
+        return call_nondiff(np.histogramdd, (sample, bins, range, density, weights), {})
+    d = len(sample) if type(sample) in (list, tuple) else \
+        np.shape(sample)[1] if np.ndim(sample) == 2 else 1
+    edges = [call_nondiff(_dd_edges, (sample, bins, range, i), {}) for i in builtins.range(d)]
+    flat = call_nondiff(_dd_flat, (sample, *edges), {})
+    full = tuple(np.shape(e)[0] + 1 for e in edges)
+    hist = _bincount(flat, weights, math.prod(full))
+    hist = np.reshape(hist, full)[(slice(1, -1),) * d]
+    if density:
+        total = np.sum(hist)
+        for i, e in enumerate(edges):
+            shape = [1] * d
+            shape[i] = np.shape(e)[0] - 1
+            hist = hist / np.reshape(np.diff(e), shape)
+        hist = hist / total
+    return hist, edges
+
+
+def _histogram2d(x, y, bins=10, range=None, density=None, weights=None):
+    try:
+        n = len(bins)
+    except TypeError:
+        n = 1
+    if n not in (1, 2):
+        bins = [np.asarray(bins), np.asarray(bins)]
+    hist, edges = _histogramdd([x, y], bins, range, density, weights)
+    return hist, edges[0], edges[1]
 
 
 defcomposite(np.bincount, _bincount)
 defcomposite(np.histogram, _histogram)
-defcomposite(np.histogramdd, _histogramdd_plain('histogramdd', np.histogramdd))
-defcomposite(np.histogram2d, _histogramdd_plain('histogram2d', np.histogram2d))
+defcomposite(np.histogramdd, _histogramdd)
+defcomposite(np.histogram2d, _histogram2d)
 
 
 # --------------------------------------------------------------------------
