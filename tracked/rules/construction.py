@@ -1,9 +1,9 @@
 """Building and selecting arrays: linspace/logspace/geomspace with tracked end points,
 meshgrid, select, piecewise, choose, partition, nan_to_num, rollaxis, dsplit, block,
-diagflat, resize, delete, compress, extract, apply_along_axis, apply_over_axes, the
-weighted counts bincount/histogram/histogram2d/histogramdd (w.r.t. the weights), and NumPy's in-place
-writers (put, place, putmask, copyto, fill_diagonal, put_along_axis) on tracked
-arrays.
+diagflat, resize, insert, delete, compress, extract, apply_along_axis, apply_over_axes,
+the weighted counts bincount/histogram/histogram2d/histogramdd (w.r.t. the weights),
+and NumPy's in-place writers (put, place, putmask, copyto, fill_diagonal,
+put_along_axis) on tracked arrays.
 
 All are composites.  Value-dependent choices (partition's order, piecewise's and
 select's masks, histogram's bins) are NumPy functions of the values, recorded on a
@@ -258,6 +258,29 @@ def _delete(arr, obj, axis=None):
     return _keep_along(arr, keep, axis)
 
 
+def _insert_labels(shape, obj, values_shape, axis):
+    """Where each element of ``np.insert``'s result comes from: ``k >= 0`` is element
+    ``k`` of ``arr`` (flat), ``-1 - k`` element ``k`` of ``values`` (flat).  NumPy's own
+    insert on these labels, so every rule of NumPy's (broadcast values, several
+    positions, a flattened ``axis=None``) is NumPy's.  Plain: a function of shapes."""
+    size = math.prod(shape)
+    labels = np.arange(size).reshape(shape)
+    return np.insert(labels, obj, -1 - np.arange(math.prod(values_shape)).reshape(values_shape),
+                     axis)
+
+
+nondifferentiable(_insert_labels)
+
+
+def _insert(arr, obj, values, axis=None):
+    if not isinstance(values, Tracked):
+        values = np.asarray(values)
+    obj = obj if isinstance(obj, (slice, int, np.integer)) else np.asarray(obj)
+    labels = call_nondiff(_insert_labels, (np.shape(arr), obj, np.shape(values), axis), {})
+    pool = np.concatenate([np.ravel(arr), np.ravel(values).astype(np.result_type(arr))])
+    return np.take(pool, np.where(labels >= 0, labels, np.size(arr) - 1 - labels))
+
+
 def _compress(condition, a, axis=None, out=None):
     if out is not None:
         raise TypeError('np.compress(..., out=...) cannot write a tracked result into an array')
@@ -346,6 +369,9 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
     if density:
         counts = counts / np.diff(edges) / np.sum(counts)
     return counts, edges
+
+
+defcomposite(np.insert, _insert)
 
 
 def _dd_edges(sample, bins, bounds, i):

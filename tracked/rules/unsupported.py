@@ -19,7 +19,6 @@ def _mark(table, reason, *funs):
 
 _mark(UNSUPPORTED, 'writes a file: save tr.data(x)',
       np.save, np.savetxt, np.savez, np.savez_compressed)
-_mark(UNSUPPORTED, 'not yet: build the array with np.concatenate of slices', np.insert)
 
 _mark(UNDISPATCHED, 'builds an array from sizes (a tracked integer is read as its value)',
       np.arange, np.empty, np.eye, np.identity, np.ones, np.zeros, np.tri, np.indices,
