@@ -1,4 +1,5 @@
 """Tracked values (tracked/values.py): param, the tracked types, NumPy dispatch."""
+import io
 import operator
 
 import numpy as np
@@ -323,7 +324,7 @@ def test_asarray_raises_pointing_to_data():
     assert type(tr.data(W)) is np.ndarray       # the suggested fix works
 
 
-@pytest.mark.parametrize('fn, name', [(lambda x: np.insert(x, 1, 0.0), 'np.insert'),
+@pytest.mark.parametrize('fn, name', [(lambda x: np.savetxt(io.StringIO(), x), 'np.savetxt'),
                                       (np.frompyfunc(abs, 1, 1), 'abs (vectorized)')])
 def test_function_without_rule_raises_naming_it(fn, name):
     W = tr.param(np.linspace(0.0, 1.0, 8))
