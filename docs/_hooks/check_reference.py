@@ -26,11 +26,14 @@ CONTAINERS = ('tracked.numpy', 'tracked.scipy') + SUBMODULES   # documented as m
 
 
 def _own_numpy_names():
-    """The names tracked.numpy defines itself, rather than taking NumPy's object."""
+    """The names tracked.numpy defines itself, rather than taking NumPy's object (NumPy's
+    functions that it only retries with lists made arrays are NumPy's, ``__wrapped__``:
+    the module's docstring documents them together)."""
     import numpy
     tnp = importlib.import_module('tracked.numpy')
     own = set(tnp.__all__) | {'r_', 'c_'}
     return sorted(n for n in own if getattr(tnp, n) is not getattr(numpy, n, None)
+                  and getattr(getattr(tnp, n), '__wrapped__', None) is not getattr(numpy, n, None)
                   and not isinstance(getattr(tnp, n), types.ModuleType))
 
 
