@@ -121,6 +121,7 @@ def test_integers_in_forward_mode_are_ints_too():
     # jvp and forward-mode Jacobians carry an int argument as an int with a tangent
     y, t = tr.jvp(lambda x, n: x * (n in {3}) * [1.0, 2.0, 4.0, 8.0][n] * n, (2.0, 3), (1.0, 1.0))
     assert (y, t) == (48.0, 8.0 * 3 + 2.0 * 8.0)
-    f = lambda x, n: np.sin(x) * np.arange(n) * n + np.sum(np.stack([x] * (n + 1)))
+    def f(x, n):
+        return np.sin(x) * np.arange(n) * n + np.sum(np.stack([x] * (n + 1)))
     for a, b in zip(tr.jacobian(f, 1.0, 5, mode='forward'), tr.jacobian(f, 1.0, 5, mode='reverse')):
         np.testing.assert_allclose(a, b, rtol=1e-14)

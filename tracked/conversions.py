@@ -101,7 +101,8 @@ def holds_tracked(x):
     holding one.
 
     >>> import tracked as tr
-    >>> tr.conversions.holds_tracked([1.0, (2.0, tr.param(3.0))]), tr.conversions.holds_tracked([1.0])
+    >>> from tracked.conversions import holds_tracked
+    >>> holds_tracked([1.0, (2.0, tr.param(3.0))]), holds_tracked([1.0])
     (True, False)
     """
     from .values import Tracked          # (values imports this module)

@@ -21,7 +21,8 @@ import numpy as np
 
 from . import registry, values as _values
 from .tape import Cotangents, new_level, unbroadcast
-from .values import Boxed, IntBehaviour, RatioBehaviour, Tracked, apply, call, plain, plain_index, ufunc_call
+from .values import (Boxed, IntBehaviour, RatioBehaviour, Tracked, apply, call, plain,
+                     plain_index, ufunc_call)
 
 __all__ = ['Dual', 'DualInt', 'DualLevel', 'make_dual', 'duals', 'primal', 'tangent',
            'forward_apply']

@@ -6,8 +6,8 @@ every call to ``apply``, which looks the callable up in the rule registry and
 records one node.  Nothing here lists NumPy functions: that is the rules' job.
 """
 import functools
-import math
 import inspect
+import math
 import operator
 import weakref
 
