@@ -71,7 +71,7 @@ def withjacobian(f, *args, mode='auto'):
            [1., 1., 0.],
            [1., 1., 1.]]))
     """
-    check_function(f, 'withjacobian')
+    check_function(f, 'withjacobian', args)
     if mode not in _MODES:
         raise ValueError(f'mode={mode!r}: expected one of {_MODES}')
     spec = Args(tuple(_array_arg(a) for a in args))
@@ -254,7 +254,7 @@ def diaghessian(f, *args):
     >>> np.round(tr.diaghessian(np.arctan2, 1, 2), 2)
     array([-0.16,  0.16])
     """
-    check_function(f, 'diaghessian')
+    check_function(f, 'diaghessian', args)
     spec = Args(tuple(_array_arg(a) for a in args))
     _no_complex_inputs(spec, 'diaghessian')
     n = sum(_size(a) for a in spec.flat)
