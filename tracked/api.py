@@ -16,7 +16,7 @@ from . import duplicated as _duplicated
 from .arguments import (Args, check_function, check_scalar, first_output, leaf_value,
                         split_backend)
 from .registry import Primitive
-from .tape import Owner, backward, new_level, new_node, protect
+from .tape import Owner, backward, differentiation, new_level, new_node, protect
 from .tree_util import is_node, leaves, tree_map
 from .values import Tracked, leaf, plain
 
@@ -48,7 +48,8 @@ def vjp(f, *args):
     """
     level = new_level()
     boxed = [leaf(leaf_value(a), level) for a in args]
-    out = f(*boxed)
+    with differentiation():
+        out = f(*boxed)
     y = _unbox(out, level)
 
     def back(dy=None, *, last=False):

@@ -23,6 +23,7 @@ from .api import gradient, vjp
 from .arguments import (Args, check_function, differentiable, float_dtype, is_number_list,
                         keep_value, leaf_value)
 from .forward import Dual, DualLevel, primal
+from .tape import differentiation
 from .values import Tracked, plain
 
 __all__ = ['jacobian', 'withjacobian', 'hessian', 'hessian_reverse', 'diaghessian', 'jvp',
@@ -157,7 +158,8 @@ def _run_forward(f, spec, tangents, batch):
     lvl = DualLevel(batch)
     leaves = [leaf_value(a) if t is None else Dual.make(leaf_value(a), t, lvl)
               for a, t in zip(spec.flat, tangents)]
-    return lvl, f(*spec.rebuild(leaves))
+    with differentiation():
+        return lvl, f(*spec.rebuild(leaves))
 
 
 def _output_tangent(out, lvl, batch=None):

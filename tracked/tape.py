@@ -110,6 +110,23 @@ def new_level():
     return next(_levels)
 
 
+class differentiation:
+    """Context manager around the ``f`` a differentiation call runs (``vjp``, forward
+    mode): ``differentiating()`` is True inside, on this thread."""
+
+    def __enter__(self):
+        _state.depth = getattr(_state, 'depth', 0) + 1
+
+    def __exit__(self, *exc):
+        _state.depth -= 1
+
+
+def differentiating():
+    """Whether a differentiation call's ``f`` is running on this thread (Flux's
+    ``within_gradient``: layers with a train/test mode read it)."""
+    return getattr(_state, 'depth', 0) > 0
+
+
 def recording_paused():
     return getattr(_state, 'paused', False)
 
