@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -134,3 +135,26 @@ def test_two_processes_compiling_the_same_kernels_do_not_corrupt_the_cache(fresh
     assert r.returncode == 0, r.stderr
     hits, ok = r.stdout.split(']')
     assert set(json.loads(hits + ']')) == {1} and ok.strip() == 'True'
+
+
+def test_a_module_another_thread_is_importing_is_waited_for(fresh_cache):
+    # numba compiles a kernel while its module is imported: a second thread asking for
+    # it then found it in sys.modules without its function ("partially initialized
+    # module"), which failed background compilations when two tapes shared a kernel
+    name = f'k_slow_import_{threading.get_ident()}'
+    source = 'import time\ntime.sleep(0.5)\nvalue = 42\n'
+    got, started = [], threading.Event()
+
+    def first():
+        started.set()
+        got.append(cache.load(name, source).value)
+    t = threading.Thread(target=first)
+    t.start()
+    started.wait()
+    deadline = time.monotonic() + TIMEOUT
+    while name not in sys.modules and time.monotonic() < deadline:
+        time.sleep(0.001)                        # until the first import is under way
+    got.append(cache.load(name, source).value)
+    t.join()
+    assert got == [42, 42]
+    del sys.modules[name]

@@ -59,7 +59,9 @@ def write(name, source):
 def load(name, source):
     """Import module ``name`` with ``source`` from the cache folder (writing it if new)."""
     mod = sys.modules.get(name)
-    if mod is not None:
+    # A module another thread is still importing (numba compiles while it imports) is in
+    # sys.modules already, without its function: import_module waits for that import.
+    if mod is not None and not getattr(getattr(mod, '__spec__', None), '_initializing', False):
         return mod
     write(name, source)
     return importlib.import_module(name)
