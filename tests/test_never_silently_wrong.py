@@ -2,6 +2,7 @@
 error that says what to do (README, Limits, for what remains)."""
 import logging
 import math
+import operator
 
 import numpy as np
 import pytest
@@ -35,6 +36,12 @@ X = np.array([2.0, 3.0])
 def test_conversions_that_drop_the_gradient_refuse(f):
     with pytest.raises(TypeError, match=r'tr\.data'):
         tr.gradient(f, 2.0)
+
+
+def test_a_float_where_python_needs_an_int_names_the_fix():
+    for use in (lambda x: operator.index(x), lambda x: [1, 2, 3][x], lambda x: range(x)):
+        with pytest.raises(TypeError, match=r'holds a float64: .*int\(t\.item\(\)\)'):
+            tr.gradient(lambda x: (use(x), x)[1], 2.0)
 
 
 def test_conversions_to_text_print_the_value():

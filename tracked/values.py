@@ -668,7 +668,10 @@ class Tracked:
     def __index__(self):
         value = self._concrete('index')
         if getattr(value, 'dtype', np.dtype(float)).kind not in 'iub':
-            raise TypeError('only integer tracked scalars can be used as an index')
+            raise TypeError(f'only integer tracked scalars can be used as an index (or '
+                            f'where Python needs an int); this one holds a '
+                            f'{np.asarray(value).dtype}: read its value on purpose with '
+                            f'int(t.item()), which drops its gradient')
         return operator.index(value)
 
     def item(self, *args):
