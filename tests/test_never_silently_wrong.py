@@ -91,6 +91,7 @@ def test_writing_a_tracked_scalar_into_a_plain_array_raises(write):
         tr.gradient(lambda x: (write(np.zeros(3), x), 0.0)[1], 2.0)
     assert isinstance(err.value.__cause__, TypeError)
     assert 'tr.data(t)' in str(err.value.__cause__)
+    assert 'zeros_like/empty_like(x)' in str(err.value.__cause__)
 
 
 def test_writing_a_tracked_array_into_a_plain_array_names_the_fix():

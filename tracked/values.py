@@ -386,7 +386,9 @@ def _conversion_message(call):
             f'and np.array([...]) of tracked values). Read the value on purpose with '
             f't.item() or tr.data(t) (guarded on recorded tapes), branch with a comparison '
             f'(if t > 0: ...), and build arrays from tracked values with np.stack([...]) '
-            f'(or import tracked.numpy as np, whose np.array accepts them).')
+            f'(or import tracked.numpy as np, whose np.array accepts them, and whose '
+            f'zeros_like/empty_like(x) of a tracked x give an array that out[i] = t can '
+            f'write into).')
 
 
 # ``'%.3f' % loss`` (and logging's ``'loss %f', loss``) reach __float__ from C exactly as
