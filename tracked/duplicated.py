@@ -62,7 +62,8 @@ class Duplicated:
     ``Duplicated``; a plain argument counts as ``Const``: it has no storage to receive
     a gradient, and a data batch passed as is then costs no backward work (of Flux's
     two docstrings, which disagree, the one that wraps unspecified arguments in
-    ``Const``; tracked/duplicated.py says more).  Only float arrays are differentiated (not Python numbers, integer arrays or
+    ``Const``; tracked/duplicated.py says more).  Only float arrays are differentiated
+    (not Python numbers, integer arrays or
     ``@tr.leaf`` objects); tied arrays share one buffer, which receives their total
     gradient.  ``update(state, dup)``, ``setup(rule, dup)`` and ``train(loss, dup, ...)``
     take it in place of the model.  With ``tr.AutoCompiled()`` the gradient is written

@@ -11,7 +11,8 @@ statistics; random masks) and in testing (running statistics; the identity).  Th
 ``active`` attribute is None by default: *automatic*, training exactly when the call is
 being differentiated (Flux's ``within_gradient``): inside the function that
 ``tr.gradient``, ``pullback``, ``jacobian``, ... differentiate or a tape records (so a
-``Dropout`` on the model's plain input trains too), or on tracked values (``tr.param``'s).  ``trainmode``/``testmode`` set it to True/False, and
+``Dropout`` on the model's plain input trains too), or on tracked values
+(``tr.param``'s).  ``trainmode``/``testmode`` set it to True/False, and
 ``trainmode(model, 'auto')`` back to automatic.
 
 State.  ``BatchNorm``'s running mean and variance live in a ``State``, a ``@tr.leaf``
