@@ -16,7 +16,7 @@ from . import duplicated as _duplicated
 from .arguments import (Args, check_function, check_scalar, first_output, leaf_value,
                         split_backend)
 from .registry import Primitive
-from .tape import Owner, backward, differentiation, new_level, new_node, protect
+from .tape import Owner, backward, new_level, new_node, protect, thread_state
 from .tree_util import is_node, leaves, tree_map
 from .values import Tracked, leaf, plain
 
@@ -48,8 +48,12 @@ def vjp(f, *args):
     """
     level = new_level()
     boxed = [leaf(leaf_value(a), level) for a in args]
-    with differentiation():
+    state = thread_state                  # differentiating(), for layers' automatic mode
+    state.depth = getattr(state, 'depth', 0) + 1
+    try:
         out = f(*boxed)
+    finally:
+        state.depth -= 1
     y = _unbox(out, level)
 
     def back(dy=None, *, last=False):

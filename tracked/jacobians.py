@@ -23,7 +23,7 @@ from .api import gradient, vjp
 from .arguments import (Args, check_function, differentiable, float_dtype, is_number_list,
                         keep_value, leaf_value)
 from .forward import Dual, DualLevel, primal
-from .tape import differentiation
+from .tape import thread_state
 from .values import Tracked, plain
 
 __all__ = ['jacobian', 'withjacobian', 'hessian', 'hessian_reverse', 'diaghessian', 'jvp',
@@ -158,8 +158,12 @@ def _run_forward(f, spec, tangents, batch):
     lvl = DualLevel(batch)
     leaves = [leaf_value(a) if t is None else Dual.make(leaf_value(a), t, lvl)
               for a, t in zip(spec.flat, tangents)]
-    with differentiation():
+    state = thread_state                  # differentiating(), for layers' automatic mode
+    state.depth = getattr(state, 'depth', 0) + 1
+    try:
         return lvl, f(*spec.rebuild(leaves))
+    finally:
+        state.depth -= 1
 
 
 def _output_tangent(out, lvl, batch=None):
