@@ -16,8 +16,8 @@ from . import duplicated as _duplicated
 from .arguments import (Args, check_function, check_scalar, first_output, leaf_value,
                         split_backend)
 from .registry import Primitive
-from .tape import backward, new_level, new_node
-from .tree_util import is_node, tree_map
+from .tape import Owner, backward, new_level, new_node, protect, thread_state
+from .tree_util import is_node, leaves, tree_map
 from .values import Tracked, leaf, plain
 
 __all__ = ['vjp', 'pullback', 'gradient', 'withgradient']
@@ -48,7 +48,12 @@ def vjp(f, *args):
     """
     level = new_level()
     boxed = [leaf(leaf_value(a), level) for a in args]
-    out = f(*boxed)
+    state = thread_state                  # differentiating(), for layers' automatic mode
+    state.depth = getattr(state, 'depth', 0) + 1
+    try:
+        out = f(*boxed)
+    finally:
+        state.depth -= 1
     y = _unbox(out, level)
 
     def back(dy=None, *, last=False):
@@ -63,6 +68,7 @@ def vjp(f, *args):
             cts = backward(_joint_root(roots, level), np.float64(1.0), retain=True,
                            private=last)
         return tuple(_cast_like(cts.get(b._node), b._value) for b in boxed)
+    back.out, back.level = out, level           # for pullback's protection of y
     return y, back
 
 
@@ -164,9 +170,28 @@ def pullback(f, *args):
     >>> y, back(1.0), back(2.0)
     (np.float64(30.0), (np.float64(15.0), np.float64(10.0), np.float64(6.0)), (np.float64(30.0), np.float64(20.0), np.float64(12.0)))
     """
-    check_function(f, 'pullback')
-    y, back = _pullback(f, args)
-    return y, lambda dy=None: back(dy)
+    check_function(f, 'pullback', args)
+    spec = Args(args)
+    y, back = vjp(lambda *ls: f(*spec.rebuild(ls)), *spec.flat)
+
+    def back_y(dy=None):
+        return spec.gradients(back(dy))
+    # The arrays of y that f computed may be saved by the entries that back() sweeps
+    # (np.exp keeps its output): read-only while back_y lives, so that y[...] = 0
+    # before back(dy) fails instead of changing the gradient.
+    back_y.owner = _protect_outputs(back.out, back.level)
+    return y, back_y
+
+
+def _protect_outputs(out, level):
+    computed = [t._value for t in (leaves(out, _is_tracked) if is_node(out) else [out])
+                if isinstance(t, Tracked) and t._node.level == level
+                and t._node.prim is not None and type(t._value) is np.ndarray]
+    if not computed:
+        return None
+    owner = Owner()
+    protect(owner, computed)
+    return owner
 
 
 def _pullback(f, args):

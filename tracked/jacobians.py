@@ -25,6 +25,7 @@ from .api import gradient, vjp
 from .arguments import (Args, check_function, differentiable, float_dtype, is_number_list,
                         keep_value, leaf_value)
 from .forward import DUALS, DualLevel, make_dual, primal
+from .tape import thread_state
 from .values import Tracked, plain
 
 __all__ = ['jacobian', 'withjacobian', 'hessian', 'hessian_reverse', 'diaghessian', 'jvp',
@@ -76,7 +77,7 @@ def withjacobian(f, *args, mode='auto'):
            [1., 1., 0.],
            [1., 1., 1.]]))
     """
-    check_function(f, 'withjacobian')
+    check_function(f, 'withjacobian', args)
     if mode not in _MODES:
         raise ValueError(f'mode={mode!r}: expected one of {_MODES}')
     spec = Args(tuple(_array_arg(a) for a in args))
@@ -164,7 +165,12 @@ def _run_forward(f, spec, tangents, batch):
     lvl = DualLevel(batch)
     leaves = [leaf_value(a) if t is None else make_dual(leaf_value(a), t, lvl)
               for a, t in zip(spec.flat, tangents)]
-    return lvl, f(*spec.rebuild(leaves))
+    state = thread_state                  # differentiating(), for layers' automatic mode
+    state.depth = getattr(state, 'depth', 0) + 1
+    try:
+        return lvl, f(*spec.rebuild(leaves))
+    finally:
+        state.depth -= 1
 
 
 def _output_tangent(out, lvl, batch=None):
@@ -261,7 +267,7 @@ def diaghessian(f, *args):
     >>> np.round(tr.diaghessian(np.arctan2, 1, 2), 2)
     array([-0.16,  0.16])
     """
-    check_function(f, 'diaghessian')
+    check_function(f, 'diaghessian', args)
     spec = Args(tuple(_array_arg(a) for a in args))
     _no_complex_inputs(spec, 'diaghessian')
     n = sum(_size(a) for a in spec.flat)

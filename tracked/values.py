@@ -5,10 +5,12 @@ Operators and NumPy's protocols (``__array_ufunc__``, ``__array_function__``) ro
 every call to ``apply``, which looks the callable up in the rule registry and
 records one node.  Nothing here lists NumPy functions: that is the rules' job.
 """
+import dis
 import functools
 import inspect
 import math
 import operator
+import sys
 import weakref
 
 import numpy as np
@@ -20,7 +22,7 @@ from .tape import (Cotangents, Node, SparseCotangent, backward, new_node, record
                    active_recorder)
 
 __all__ = ['Tracked', 'TrackedArray', 'TrackedReal', 'param', 'back', 'istracked',
-           'apply', 'call']
+           'apply', 'call', 'value']
 
 
 # --------------------------------------------------------------------------
@@ -145,7 +147,8 @@ def record(prim, vals, kwargs, ans, parents, key, level, same_shape=False):
 def protect_saved(node, saved, key):
     """Make the arrays that ``node`` saved and the caller could change in place
     read-only while it lives (``tape.protect``): a leaf's value (also when saved
-    through views of it, such as ``x[:-1]``) and constant arrays."""
+    through views of it, such as ``x[:-1]``) and constant arrays with the arrays they
+    are views of."""
     arrays = []
     mask = key >> _KEY_SHIFT
     for pos, parent in node.parents:
@@ -156,6 +159,9 @@ def protect_saved(node, saved, key):
     for j, a in enumerate(saved):
         if type(a) is np.ndarray and not mask >> j & 1:
             arrays.append(a)
+            base = a.base           # a view (c[:2], or a composite's reshape of c): its
+            if isinstance(base, np.ndarray):    # owner is what the caller can change
+                arrays.append(base)
     if arrays:
         _tape.protect(node, arrays)
 
@@ -382,7 +388,30 @@ def _conversion_message(call):
             f'and np.array([...]) of tracked values). Read the value on purpose with '
             f't.item() or tr.data(t) (guarded on recorded tapes), branch with a comparison '
             f'(if t > 0: ...), and build arrays from tracked values with np.stack([...]) '
-            f'(or import tracked.numpy as np, whose np.array accepts them).')
+            f'(or import tracked.numpy as np, whose np.array accepts them, and whose '
+            f'zeros_like/empty_like(x) of a tracked x give an array that out[i] = t can '
+            f'write into).')
+
+
+# ``'%.3f' % loss`` (and logging's ``'loss %f', loss``) reach __float__ from C exactly as
+# float(loss) and math.exp(loss) do; the caller's current instruction tells them apart:
+# only %-formatting runs the ``%`` operator there (a number's ``%`` with a tracked
+# operand is tracked's __rmod__).  Text keeps no gradient to lose, so it is allowed,
+# as f'{loss:.3f}' (__format__) is; on an unknown bytecode the conversion refuses.
+if 'BINARY_OP' in dis.opmap:            # Python >= 3.11: NB_REMAINDER, NB_INPLACE_REMAINDER
+    _PERCENT = ((dis.opmap['BINARY_OP'], (6, 19)),)
+else:
+    _PERCENT = ((dis.opmap['BINARY_MODULO'], None), (dis.opmap['INPLACE_MODULO'], None))
+
+
+def _formatting_as_text(frame):
+    """Whether ``frame`` is running a ``%`` operator (string formatting, see above)."""
+    try:
+        code, i = frame.f_code.co_code, frame.f_lasti
+        return any(code[i] == op and (args is None or code[i + 1] in args)
+                   for op, args in _PERCENT)
+    except (AttributeError, IndexError, KeyError):
+        return False
 
 
 def _no_rule_message(fun):
@@ -408,6 +437,20 @@ def plain(x):
     if type(x) is dict:
         return {k: plain(v) for k, v in x.items()}
     return x
+
+
+def value(t):
+    """Tracked ``t``'s value as ``tr.data`` gives it to the caller.  A computed value's
+    array may be saved by the entries that use it, whose pullbacks read it at back():
+    it is read-only until its own entry is released (by back()) or dropped, so that a
+    write fails at once instead of changing the gradient (tape.py, "Arrays saved by
+    entries").  A leaf's is protected by the entries that save it."""
+    v = t._value
+    if type(v) is np.ndarray and type(t._node) is Node and v.flags.writeable:
+        node = t._node
+        if node.prim is not None and node.args is not None:
+            _tape.protect(node, [v])
+    return v
 
 
 def box(ans, node):
@@ -540,8 +583,9 @@ class Tracked:
     # -- value and metadata -------------------------------------------------
     @property
     def data(self):
-        """The value without tracking (one level down under nesting)."""
-        return self._value
+        """The value without tracking (one level down under nesting); read-only while
+        the entries that saved it live, for a value computed on the tape (``value``)."""
+        return value(self)
 
     @property
     def grad(self):
@@ -617,18 +661,27 @@ class Tracked:
             return int(self._concrete('int'))       # an integer: a size, an index
         return int(self._convert('int', 'int()'))
 
+    def __trunc__(self):                # math.trunc: int()'s rule (math.floor/ceil use float())
+        return self.__int__()
+
     def _convert(self, kind, call):
         """The value, when converting it loses no gradient: a value recorded by a
-        ``GradientTape`` but not differentiated (an input outside ``wrt``), guarded."""
+        ``GradientTape`` but not differentiated (an input outside ``wrt``), guarded; or
+        a value printed with ``'%.3f' % t`` (text, as ``f'{t:.3f}'`` is)."""
         rec = active_recorder()
         if rec is not None and self._node.level == rec.level:
             return self._concrete(kind)
+        if _formatting_as_text(sys._getframe(2)):
+            return plain(self)
         raise TypeError(_conversion_message(call))
 
     def __index__(self):
         value = self._concrete('index')
         if getattr(value, 'dtype', np.dtype(float)).kind not in 'iub':
-            raise TypeError('only integer tracked scalars can be used as an index')
+            raise TypeError(f'only integer tracked scalars can be used as an index (or '
+                            f'where Python needs an int); this one holds a '
+                            f'{np.asarray(value).dtype}: read its value on purpose with '
+                            f'int(t.item()), which drops its gradient')
         return operator.index(value)
 
     def item(self, *args):
