@@ -6,11 +6,22 @@
 - F2: the Jacobian of ``z -> tanh(W @ z) * 2`` from R^4 to R^4000, against one call of
   the function: ``mode='auto'`` takes forward mode (4 tangents in one pass) where
   reverse mode would sweep back 4000 times.
-- F3: the Lux example, a loss holding the Jacobian of a 2-4-2 tanh model with respect
-  to its 2-element input, differentiated with respect to the parameters: the inner
-  Jacobian in forward mode (``mode='auto'``) against reverse mode.
+- F3: the Lux example, a loss holding the Jacobian of
+  ``Chain(Dense(2, 4, tanh), BatchNorm(4), Dense(4, 2))`` with respect to its input,
+  differentiated with respect to the parameters, per gradient step: the inner
+  Jacobian in forward mode (what ``mode='auto'`` takes: the Jacobian is square)
+  against reverse mode.  Once for one 2-element input (BatchNorm in test mode: in
+  training mode one sample normalises to a constant), once for the manual's batch
+  of 10 samples in training mode (a 20 x 20 Jacobian: every output depends on every
+  sample through the batch statistics).
 Peers (``jax.jvp``/``jax.jacfwd``, ``torch.func.jvp``/``jacfwd``) when installed.
+
+``python benchmarks/forward.py`` runs F1-F3 and W5 (the Hessian: ``tr.hessian``, forward
+over reverse, beside ``tr.hessian_reverse``) through ``run.py``.
 """
+if __name__ == '__main__':
+    import run as runner  # run.py's set-up first: one thread, this checkout's tracked
+
 import numpy as np
 
 import tracked as tr
@@ -67,23 +78,28 @@ def f2(report, rng):
 
 
 def lux_loss(mode):
-    def model(p, x):
-        return np.tanh(x @ p['W1'].T + p['b1']) @ p['W2'].T + p['b2']
-
-    def loss(p, x):
-        J = tr.jacobian(lambda xi: model(p, xi), x, mode=mode)[0]
-        return np.sum(J ** 2) + np.sum(model(p, x) ** 2)
+    def loss(model, x):
+        J = tr.jacobian(model, x, mode=mode)[0]
+        return np.sum(J ** 2) + np.sum(model(x) ** 2)
     return loss
 
 
+def lux_model():
+    return tr.Chain(tr.Dense(2, 4, tr.tanh, rng=1), tr.BatchNorm(4), tr.Dense(4, 2, rng=2))
+
+
 def f3(report, rng):
-    p = {'W1': rng.standard_normal((4, 2)), 'b1': rng.standard_normal(4),
-         'W2': rng.standard_normal((2, 4)), 'b2': rng.standard_normal(2)}
-    x = rng.standard_normal(2)
-    fns = {'inner Jacobian reverse mode': lambda: tr.gradient(lux_loss('reverse'), p, x),
-           "inner Jacobian mode='auto' (forward)": lambda: tr.gradient(lux_loss('auto'), p, x)}
-    for impl, us in interleaved_us(fns, rounds=5).items():
-        report('F3 Lux gradient step', impl, us)
+    for name, x, mode_of in (('F3 Lux 2-element input', rng.standard_normal(2), tr.testmode),
+                             ('F3 Lux batch of 10', rng.standard_normal((10, 2)), tr.trainmode)):
+        model = mode_of(lux_model())
+        g_fwd, g_rev = (tr.destructure(tr.gradient(lux_loss(m), model, x)[0])[0]
+                        for m in ('forward', 'reverse'))
+        assert np.allclose(g_fwd, g_rev, rtol=1e-10, atol=1e-10 * np.max(np.abs(g_rev)))
+        fns = {'inner Jacobian reverse mode': lambda: tr.gradient(lux_loss('reverse'), model, x),
+               'inner Jacobian forward mode': lambda: tr.gradient(lux_loss('forward'), model, x),
+               "inner Jacobian mode='auto'": lambda: tr.gradient(lux_loss('auto'), model, x)}
+        for impl, us in interleaved_us(fns, rounds=5).items():
+            report(name, impl, us)
 
 
 def run(report, wanted):
@@ -91,3 +107,8 @@ def run(report, wanted):
     for name, fn in (('F1', f1), ('F2', f2), ('F3', f3)):
         if not wanted or name in wanted:
             fn(report, rng)
+
+
+if __name__ == '__main__':
+    import sys
+    runner.main(sys.argv[1:] or ['F1', 'F2', 'F3', 'W5'])

@@ -11,18 +11,19 @@ with ``asarray`` passing tracked values through (a copy, so that SciPy's in-plac
 updates of its "own" arrays are recorded instead of refused) and ``result_type``
 reading their dtype.  Each probe's gradient is compared with central differences.
 
-Measured with SciPy 1.17.1, NumPy 2.4 (2 cores): baseline 2 of 50 (the ufunc
-``xlogy`` and ``zeta``, which reach the registry anyway); prototype 16 of 50:
-special.logsumexp/softmax/log_softmax, stats.zscore/skew/kurtosis/moment/gmean/
-hmean/pmean/sem/tvar/describe, integrate.trapezoid, cluster.vq.whiten.  The rest
-fail for three reasons: a tracked value next to a plain ndarray ("Multiple
-namespaces for array inputs": logsumexp(b=ndarray), pearsonr, ttest_1samp, every
-scipy.signal filter and convolution, solve_triangular with a constant matrix);
-no dispatch at all (the scipy.stats distributions, scipy.linalg's LAPACK
-wrappers, polygamma/multigammaln/entropy, ndimage, spatial.distance: np.asarray
-first); or a NumPy function without a rule here (np.fft, np.cumulative_sum).
-Returning SciPy's own NumPy namespace instead avoids the mixing error but makes
-SciPy take its NumPy paths, which convert with np.asarray: 1 of 50.
+Measured with SciPy 1.17.1, NumPy 2.4 (2 cores): baseline 3 of 50 (the ufuncs
+``xlogy``, ``entr`` and ``zeta``, which reach the registry anyway); prototype 19 of 50:
+special.logsumexp/softmax/log_softmax/xlogy, stats.zscore/skew/kurtosis/moment/gmean/
+hmean/pmean/sem/tvar/describe, integrate.trapezoid/cumulative_trapezoid, fft.fft/rfft,
+cluster.vq.whiten.  The rest fail for three reasons: a tracked value next to a plain
+ndarray ("Multiple namespaces for array inputs": logsumexp(b=ndarray), pearsonr,
+ttest_1samp, every scipy.signal filter and convolution, solve_triangular with a
+constant matrix); no dispatch at all (the scipy.stats distributions, scipy.linalg's
+LAPACK wrappers, polygamma/multigammaln/entropy, ndimage, spatial.distance: np.asarray
+first; SciPy's wrappers around the special ufuncs convert too, so entr and zeta fail
+here); or a NumPy function without a rule here.  Returning SciPy's own NumPy namespace
+instead avoids the mixing error but makes SciPy take its NumPy paths, which convert
+with np.asarray: 1 of 50.  (Re-measured after issue 13's verification: 19 and 3.)
 """
 import os
 import sys

@@ -92,6 +92,25 @@ def test_complex_arguments_follow_chainrules_convention():
         tr.gradient(lambda z: np.sum(z), z)       # a complex output: not a real loss
 
 
+@pytest.mark.parametrize('who', [tr.jacobian, tr.hessian, tr.diaghessian])
+def test_complex_arguments_to_jacobians_name_a_call_that_works(who):
+    z = np.array([1 + 2j, 3 - 1j])
+    f = lambda z: np.sum(np.abs(z) ** 4)                        # noqa: E731
+    with pytest.raises(ValueError, match='real and imaginary parts') as e:
+        who(f, z)
+    suggested = str(e.value).split('e.g. ')[1]                  # the call the message shows
+    got = eval(suggested, {'np': np, 'f': f, 'z': z, who.__name__: who})
+    x, y = z.real, z.imag                                       # d2/dx2 (x^2+y^2)^2 etc.
+    r2 = x ** 2 + y ** 2
+    if who is tr.jacobian:
+        np.testing.assert_allclose(got[0], [4 * r2 * x], rtol=1e-12)
+        np.testing.assert_allclose(got[1], [4 * r2 * y], rtol=1e-12)
+    else:
+        diag = np.stack([4 * r2 + 8 * x ** 2, 4 * r2 + 8 * y ** 2])
+        H = got[0] if who is tr.diaghessian else np.diag(got).reshape(2, 2)
+        np.testing.assert_allclose(H, diag, rtol=1e-12)
+
+
 def test_withgradient_aux_named_tuple_and_dict():
     Out = namedtuple('Out', 'loss pred')
     x = np.array([1.0, 2.0])
@@ -211,17 +230,26 @@ def test_jacobian_of_matrix_function_ravels():
     np.testing.assert_allclose(J, expected)
 
 
-def test_jacobian_runs_f_once():
+def test_jacobian_runs_f_once_in_the_mode_it_is_given():
+    # mode='auto' records f for reverse mode to learn the output's size; when forward
+    # mode turns out cheaper (no more inputs than outputs: this square Jacobian) f runs
+    # a second time, carrying the tangents
     calls = []
 
     def f(x):
         calls.append(1)
         return np.sin(x) * np.sum(x)
     x = rng.standard_normal(6)
-    J, = tr.jacobian(f, x)
-    assert len(calls) == 1
     expected = np.diag(np.cos(x)) * np.sum(x) + np.sin(x)[:, None]
-    np.testing.assert_allclose(J, expected)
+    for mode, runs in (('forward', 1), ('reverse', 1), ('auto', 2)):
+        calls.clear()
+        J, = tr.jacobian(f, x, mode=mode)
+        assert len(calls) == runs, mode
+        np.testing.assert_allclose(J, expected)
+    calls.clear()
+    J, = tr.jacobian(lambda x: f(x)[:2], x)            # wide: auto keeps its recording
+    assert len(calls) == 1
+    np.testing.assert_allclose(J, expected[:2])
 
 
 def test_jacobian_float32_and_tree_argument():

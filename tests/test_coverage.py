@@ -30,6 +30,10 @@ def test_expected_later_names_are_still_missing_and_real():
 
 
 def test_the_page_is_up_to_date():
+    page = coverage.PAGE.read_text()
+    if f'(NumPy {coverage.numpy_version()})' not in page:
+        # the dependency floors' CI run: other NumPy versions have other namespaces
+        pytest.skip('docs/coverage.md is generated with another NumPy version')
     assert coverage.PAGE.read_text() == coverage.render(), \
         'docs/coverage.md is stale: run python -m tracked.coverage --write'
 
@@ -52,10 +56,10 @@ def test_one_status_each():
             assert sum(f in t for t in tables) <= 1, f'{prefix}.{name} has two statuses'
 
 
-@pytest.mark.parametrize('call', [lambda x: np.insert(x, 1, 2.0),
-                                  lambda x: np.save(os.devnull, x)])
+@pytest.mark.parametrize('call', [lambda x: np.save(os.devnull, x),
+                                  lambda x: np.savetxt(os.devnull, x)])
 def test_unsupported_raise_the_no_rule_error_with_the_reason(call):
-    with pytest.raises(TypeError, match=r'no derivative rule for np.(insert|save) \((not yet|writes)'):
+    with pytest.raises(TypeError, match=r'no derivative rule for np.(save|savetxt) \(writes'):
         call(tr.param(np.array([1.0, 2.0, 3.0])))
 
 

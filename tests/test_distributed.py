@@ -203,6 +203,13 @@ def test_bad_arguments(client):
         td.withgradient(client, sum_loss, model, x)
     with pytest.raises(td.ShardError, match=r"shard 0: ValueError: reduce='mean' .*scalar"):
         td.withgradient(client, lambda m, s: m * s, 1.0, [(2.0,)], reduce='mean')
+    tracked_model = tr.fmap(tr.param, model)         # said before Dask's serialisation error
+    with pytest.raises(TypeError, match=r'td.withgradient: the model holds tracked values .*'
+                                        r'tr.data\(model\)'):
+        td.withgradient(client, sum_loss, tracked_model, _split(x, y))
+    with pytest.raises(TypeError, match='td.train: the model holds tracked values'):
+        td.train(client, sum_loss, tracked_model, _split(x, y),
+                 tr.setup(tr.Descent(0.1), tracked_model), progress=False)
 
 
 def test_doctests():

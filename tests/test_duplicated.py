@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tracked as tr
+from tracked.compiled_tape.patterns import have_blas
 from tracked.compiled_tape.tiers import wait_all
 from tracked.__main__ import loss as demo_loss, make_model
 
@@ -267,6 +268,7 @@ def step_peak_bytes(step, batches, ad=None):
     return float(np.median(peaks))     # (a rare step that meets a garbage collection aside)
 
 
+@pytest.mark.skipif(not have_blas(), reason="numba's BLAS helpers need SciPy")
 def test_a_compiled_duplicated_training_step_allocates_no_gradient():
     batches = [demo_data(seed=s) for s in range(23)]
     model = make_model(64, 64, 10, seed=0)

@@ -181,3 +181,21 @@ def test_errors_leave_other_threads_state_alone():
             raise Boom('paused')
     assert tr.istracked(x * 2.0)
     _check_usable(x)
+
+
+def test_a_conversion_inside_numpy_or_scipy_names_the_function_and_the_way_out():
+    x = np.array([1.0, 2.0])
+    with pytest.raises(TypeError, match=r'^np\.vectorize converts .*tracked\.numpy\.vectorize'):
+        tr.gradient(lambda v: np.sum(np.vectorize(lambda u: 2 * u)(v)), x)
+    with pytest.raises(TypeError, match=r'^np\.select converts'):
+        tr.gradient(lambda d: np.sum(np.select([x > 1], [x], default=d)), 0.5)
+    with pytest.raises(TypeError, match='^a tracked value cannot be converted'):
+        tr.gradient(np.asarray, x)          # the user's own conversion: no library to name
+    sp = pytest.importorskip('scipy.special')
+    with pytest.raises(TypeError, match=r'^scipy\.special\.logsumexp converts .*'
+                                        r'tracked\.scipy\.special\.logsumexp instead'):
+        tr.gradient(sp.logsumexp, x)
+    import scipy.stats as st
+    with pytest.raises(TypeError, match=r'^scipy\.stats\.\S*logpdf converts .*'
+                                        r'tracked\.scipy\.stats .*differentiates norm'):
+        tr.gradient(lambda v: np.sum(st.norm.logpdf(v)), x)

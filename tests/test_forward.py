@@ -177,3 +177,80 @@ def test_custom_rule_tangents():
     np.testing.assert_allclose(tr.hessian(lambda x: np.sum(tanh(x) * softplus(x)), x),
                                tr.hessian_reverse(lambda x: np.sum(tanh(x) * softplus(x)), x),
                                rtol=1e-10)
+
+
+def test_lux_model_with_batchnorm_forward_and_reverse_inner_jacobians_agree():
+    # Lux's nested-AD example: Chain(Dense(2 => 4, tanh), BatchNorm(4), Dense(4 => 2)),
+    # a loss holding its Jacobian in the input, differentiated in the parameters; one
+    # 2-element input (BatchNorm in test mode: one sample trains to a constant) and the
+    # manual's batch of 10 in training mode (a 20 x 20 Jacobian through the statistics)
+    def loss(mode):
+        return lambda m, x: np.sum(tr.jacobian(m, x, mode=mode)[0] ** 2) + np.sum(m(x) ** 2)
+    for x, mode_of in ((np.array([0.3, -0.8]), tr.testmode),
+                       (np.random.default_rng(0).random((10, 2)), tr.trainmode)):
+        model = mode_of(tr.Chain(tr.Dense(2, 4, tr.tanh, rng=1), tr.BatchNorm(4),
+                                 tr.Dense(4, 2, rng=2)))
+        grads = {m: tr.gradient(loss(m), model, x) for m in ('forward', 'reverse', 'auto')}
+        ref, _ = tr.destructure(grads['reverse'][0])
+        for m in ('forward', 'auto'):
+            flat, _ = tr.destructure(grads[m][0])
+            np.testing.assert_allclose(flat, ref, rtol=1e-10, atol=1e-10 * np.max(np.abs(ref)))
+            np.testing.assert_allclose(grads[m][1], grads['reverse'][1], rtol=1e-10,
+                                       atol=1e-12 * np.max(np.abs(ref)))
+
+
+def test_auto_takes_forward_mode_for_square_jacobians():
+    seen = []
+
+    def f(x):
+        seen.append(type(x))
+        return np.tanh(x[::-1]) * x
+    x = np.array([0.3, -0.8, 1.1])
+    tr.jacobian(f, x)
+    assert seen[-1] is Dual                         # 3 inputs, 3 outputs: forward mode
+    seen.clear()
+    tr.jacobian(lambda x: f(x)[:2], x)
+    assert seen == [tr.TrackedArray]                # 3 inputs, 2 outputs: reverse mode, once
+    seen.clear()
+    tr.jacobian(lambda x: f(x)[:1], x[:2])
+    assert seen == [Dual]                           # 2 inputs: forward at once, f runs once
+
+
+def test_custom_rule_without_jvp_nests_in_forward_mode():
+    # the tangent by double vjp must close over the outer level's values: forward over
+    # forward and reverse over forward gave zero (the pullback saw plain values)
+    @tr.rule
+    def softplus(x):
+        return np.logaddexp(0.0, x), lambda dy: (dy / (1 + np.exp(-x)),)
+    x = np.array([0.3, -1.0, 2.0])
+    s = 1 / (1 + np.exp(-x))
+    ff = [tr.jvp(lambda z: tr.jvp(softplus, (z,), (e,))[1], (x,), (e,))[1] @ e for e in np.eye(3)]
+    np.testing.assert_allclose(ff, s * (1 - s), rtol=1e-12)
+    rf = tr.gradient(lambda z: np.sum(tr.jvp(softplus, (z,), (np.ones(3),))[1]), x)[0]
+    np.testing.assert_allclose(rf, s * (1 - s), rtol=1e-12)
+    assert tr.gradcheck(lambda z: np.sum(tr.jacobian(softplus, z, mode='forward')[0] ** 2), x)
+
+
+def test_opaque_rule_inside_a_gradient_of_forward_mode_refuses_instead_of_dropping():
+    import math
+
+    @tr.rule
+    def erf(x):                            # math.erf: opaque on tracked values
+        y = np.vectorize(math.erf)(x)
+        return y, lambda dy: (dy * 2 / np.sqrt(np.pi) * np.exp(-x ** 2),)
+
+    @tr.rule(jvp=lambda t, y, x: t[0] * 2 / np.sqrt(np.pi) * np.exp(-x ** 2))
+    def erf2(x):                           # the same with a tangent rule in NumPy
+        return erf.forward.function(x)
+    x = np.array([0.3, -1.0])
+    np.testing.assert_allclose(tr.jvp(erf, (x,), (np.ones(2),))[1],
+                               2 / np.sqrt(np.pi) * np.exp(-x ** 2))
+    with pytest.raises(TypeError, match='jvp='):
+        tr.gradient(lambda z: np.sum(tr.jvp(erf, (z,), (np.ones(2),))[1]), x)
+    g = tr.gradient(lambda z: np.sum(tr.jvp(erf2, (z,), (np.ones(2),))[1]), x)[0]
+    np.testing.assert_allclose(g, -4 * x / np.sqrt(np.pi) * np.exp(-x ** 2), rtol=1e-12)
+
+
+def test_a_complex_tangent_for_a_real_argument_is_refused():
+    with pytest.raises(ValueError, match='complex tangent'):
+        tr.jvp(np.sin, (np.array([1.0, 2.0]),), (np.array([1j, 1.0]),))

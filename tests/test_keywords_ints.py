@@ -78,3 +78,50 @@ def test_zygote_integers_in_a_tuple():
     ga, gt = tr.gradient(lambda a, t: np.sum(a * t[0]) + t[1], np.array([1.0, 2.0, 3.0]), (4, 5))
     np.testing.assert_allclose(ga, [4.0, 4.0, 4.0])
     assert gt == (6.0, 1.0)
+
+
+def test_integer_arithmetic_on_a_differentiated_int_is_an_int_again():
+    import json
+    import math
+    seen = {}
+
+    def f(x, n):
+        m = n + 1
+        seen['types'] = (isinstance(m, int), isinstance(2 * n, int), isinstance(n // 2, int),
+                         isinstance(n % 2, int), isinstance(-n, int), isinstance(n ** 2, int))
+        seen['uses'] = ([0] * m, {4: 'four'}.get(m), hash(m) == hash(4), list(range(n - 1)),
+                        'ab' * (n - 1), m in {4}, np.zeros((m, 2)).shape)
+        seen['reads'] = (float(n), f'{n:.2f}', f'{m:03d}', math.sqrt(n), int(n / 2),
+                         float(n / 2), json.dumps({'n': n, 'm': m}))
+        seen['arange'] = (np.arange(n).tolist(), np.arange(1, m).tolist(),
+                          np.arange(0, m, 2).tolist())
+        seen['python'] = (n ** -1, divmod(m, 3), n.bit_length())
+        with pytest.raises(ZeroDivisionError):
+            n % 0
+        with pytest.raises(ZeroDivisionError):
+            m // (n - 3)
+        # derivatives: n % 2.5 moves with n, n // 2 does not; the repetition count is an int
+        return x * m * (n % 2.5) + np.sum(np.stack([x] * m)) + x * (n // 2)
+    g = tr.gradient(f, 2.0, 3)
+    assert seen['types'] == (True,) * 6
+    assert seen['uses'] == ([0, 0, 0, 0], 'four', True, [0, 1], 'abab', True, (4, 2))
+    assert seen['reads'] == (3.0, '3.00', '004', math.sqrt(3), 1, 1.5, '{"n": 3, "m": 4}')
+    assert seen['arange'] == ([0, 1, 2], [1, 2, 3], [0, 2])
+    assert float(seen['python'][0]) == pytest.approx(1 / 3) and seen['python'][1:] == ((1, 1), 2)
+    # f = x (n + 1)(n % 2.5) + (n + 1) x + x (n // 2): d/dx = 4 * 0.5 + 4 + 1, d/dn = x (0.5 + 4)
+    assert g == (pytest.approx(7.0), pytest.approx(2.0 * 4.5))
+    # a recorded tape guards the int argument: another n is refused, the same one replays
+    tape = tr.GradientTape(f, 2.0, 3)
+    assert tape.gradient(1.5, 3) == (pytest.approx(7.0), pytest.approx(1.5 * 4.5))
+    with pytest.raises(tr.TapeGuardError):
+        tape.gradient(1.5, 4)
+
+
+def test_integers_in_forward_mode_are_ints_too():
+    # jvp and forward-mode Jacobians carry an int argument as an int with a tangent
+    y, t = tr.jvp(lambda x, n: x * (n in {3}) * [1.0, 2.0, 4.0, 8.0][n] * n, (2.0, 3), (1.0, 1.0))
+    assert (y, t) == (48.0, 8.0 * 3 + 2.0 * 8.0)
+    def f(x, n):
+        return np.sin(x) * np.arange(n) * n + np.sum(np.stack([x] * (n + 1)))
+    for a, b in zip(tr.jacobian(f, 1.0, 5, mode='forward'), tr.jacobian(f, 1.0, 5, mode='reverse')):
+        np.testing.assert_allclose(a, b, rtol=1e-14)

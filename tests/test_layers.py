@@ -57,6 +57,29 @@ def test_automatic_mode_trains_exactly_inside_a_differentiation():
     assert np.all(bn.state.mean != 0.0)
 
 
+def test_automatic_mode_on_the_model_s_plain_input_trains_inside_a_differentiation():
+    # Flux's within_gradient: a Dropout (or BatchNorm) first in the model sees the plain
+    # data, not a tracked value, yet the call is being differentiated
+    x = np.ones((3, 4))
+    m = tr.Chain(tr.Dropout(0.5, rng=0), tr.Dense(4, 1, rng=1))
+    g, = tr.gradient(lambda m: np.sum(m(x)), m)
+    mask = tr.trainmode(tr.Dropout(0.5, rng=0))(x)         # the same draw, by hand
+    np.testing.assert_array_equal(g.layers[1].weight, [np.sum(mask, axis=0)])
+    assert set(np.unique(mask)) == {0.0, 2.0}
+    np.testing.assert_array_equal(m(x), tr.testmode(tr.Chain(*m.layers))(x))   # outside
+    tr.trainmode(m, 'auto')
+    bn = tr.Chain(tr.BatchNorm(4), tr.Dense(4, 1, rng=1))
+    tr.gradient(lambda m: np.sum(m(X @ np.ones((3, 4)))), bn)
+    assert np.all(bn.layers[0].state.mean != 0.0)
+    ad = tr.AutoCompiled()
+
+    def loss(m):
+        return np.sum(m(x))
+    tr.gradient(loss, ad, m)                               # eager: trains
+    with pytest.raises(TypeError, match=r'Dropout\(0.5\) in training mode draws'):
+        tr.gradient(loss, ad, m)                           # a recording: refused, not frozen
+
+
 def test_state_is_never_tracked_and_gets_no_gradient():
     m = tr.trainmode(tr.Chain(tr.Dense(3, 4, tr.tanh, rng=0), tr.BatchNorm(4),
                               tr.Dense(4, 1, rng=1)))

@@ -151,3 +151,76 @@ def test_nested_pullback_with_outer_tracked_cotangent():
         return np.sum(back(s * v)[0])
     g, = tr.gradient(h, 2.0)
     assert g == pytest.approx(np.sum((np.cos(x) * x + np.sin(x)) * v))
+
+
+# --------------------------------------------------------------------------
+# The same nestings in every combination of forward and reverse mode
+# --------------------------------------------------------------------------
+
+def _grad_reverse(f):
+    return lambda x: tr.gradient(f, x)[0]
+
+
+def _grad_forward(f):
+    """The gradient of scalar ``f`` by forward mode: one tangent per element of x."""
+    return lambda x: np.reshape(tr.jacobian(f, x, mode='forward')[0], np.shape(x))
+
+
+MODES = {'reverse': _grad_reverse, 'forward': _grad_forward}
+COMBOS = [(o, i) for o in MODES for i in MODES]
+
+
+@pytest.mark.parametrize('outer, inner', COMBOS)
+def test_crossing_levels_in_every_mode(outer, inner):
+    x0, y0 = np.array([0.5, -1.0]), np.array([2.0, 3.0])
+
+    def f(x):
+        gy = MODES[inner](lambda y: np.sum(x * y ** 2))(y0)       # 2 x y, depends on x
+        return np.sum(gy * x)                                      # 2 sum(x^2 y)
+    np.testing.assert_allclose(MODES[outer](f)(x0), 4 * x0 * y0, rtol=1e-12)
+
+
+@pytest.mark.parametrize('modes', [('forward',) * 4, ('reverse', 'forward') * 2,
+                                   ('forward', 'reverse') * 2, ('forward', 'forward', 'reverse',
+                                                                'reverse')])
+def test_fourth_derivative_in_mixed_modes(modes):
+    f = lambda x: x ** 5                                  # noqa: E731
+    for m in modes:
+        f = MODES[m](f)
+    assert f(2.0) == pytest.approx(240.0)
+
+
+@pytest.mark.parametrize('outer, inner', COMBOS)
+def test_jacobian_regularisation_in_every_mode(outer, inner):
+    params = _mlp_params([3, 5, 2])
+    flat, re = tr.destructure(params)
+    xs, ys = rng.standard_normal((3, 3)), rng.standard_normal((3, 2))
+
+    def loss(v):
+        p = re(v)
+        total = 0.0
+        for x, y in zip(xs, ys):
+            J, = tr.jacobian(lambda x: _mlp(p, x), x, mode=inner)     # (2, 3)
+            total = total + np.sum((_mlp(p, x) - y) ** 2) + 0.1 * np.sum(J ** 2)
+        return total
+    g = MODES[outer](loss)(flat)
+    fd = tr.gradient(loss, tr.AutoFiniteDifferences(), flat)[0]
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize('outer, inner', COMBOS)
+def test_physics_informed_loss_in_every_mode(outer, inner):
+    params = _mlp_params([1, 6, 1])
+    flat, re = tr.destructure(params)
+    ts = np.linspace(0.0, 1.0, 4)
+
+    def loss(v):
+        p = re(v)
+        u = lambda t: _mlp(p, np.reshape(t, (1,)))[0]           # noqa: E731
+        total = (u(0.0) - 1.0) ** 2
+        for t in ts:
+            total = total + (MODES[inner](u)(t) + u(t)) ** 2   # u' + u = 0
+        return total
+    g = MODES[outer](loss)(flat)
+    fd = tr.gradient(loss, tr.AutoFiniteDifferences(), flat)[0]
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-7)

@@ -1,5 +1,7 @@
 """``import tracked.numpy as np``: autograd-style programs that build arrays from lists of
 tracked scalars run after changing only their import line."""
+import pickle
+
 import numpy
 import pytest
 
@@ -9,10 +11,15 @@ import tracked.numpy.random as npr
 
 
 def test_numpy_names_are_numpys_own():
-    for name in ('sin', 'sum', 'pi', 'newaxis', 'float64', 'einsum'):
+    for name in ('sin', 'add', 'pi', 'newaxis', 'float64', 'ndarray', 'zeros', 'arange'):
         assert getattr(np, name) is getattr(numpy, name)
     assert npr.default_rng is numpy.random.default_rng
-    assert np.linalg.svd is numpy.linalg.svd and np.fft.rfft is numpy.fft.rfft
+    # functions that dispatch are NumPy's, retried with lists made arrays when NumPy
+    # refuses a list of tracked values
+    for fn, numpy_fn in ((np.sum, numpy.sum), (np.einsum, numpy.einsum),
+                         (np.linalg.svd, numpy.linalg.svd), (np.fft.rfft, numpy.fft.rfft)):
+        assert fn.__wrapped__ is numpy_fn and fn.__name__ == numpy_fn.__name__
+        assert pickle.loads(pickle.dumps(fn)) is fn
     assert np.linalg.__name__ == 'tracked.numpy.linalg'       # whatever was imported first
     assert 'array' in dir(np) and 'sin' in dir(np)
 
@@ -85,3 +92,38 @@ def test_nested_and_forward_mode():
     x = numpy.array([1.0, 2.0])
     numpy.testing.assert_allclose(tr.hessian(f, x), [[0.0, 1.0], [1.0, 2.0]])
     numpy.testing.assert_allclose(tr.jvp(f, (x,), (numpy.array([1.0, 0.0]),))[1], 2.0)
+
+
+def test_numpy_functions_given_lists_of_tracked_values():
+    # autograd takes these through object arrays; NumPy never dispatches on the list
+    a0, b0 = 0.7, 1.3
+    calls = [lambda a, b: np.sum([a, b, a * b]), lambda a, b: np.prod([a, b]),
+             lambda a, b: np.mean([a, b, 2.0]), lambda a, b: np.max([a, 2 * b]),
+             lambda a, b: np.dot([a, b], [b, 1.0]), lambda a, b: np.linalg.norm([a, b]),
+             lambda a, b: np.sum(np.where([True, False], [a, b], 0.0)),
+             lambda a, b: np.sum(np.outer([a, b], [b, a])), lambda a, b: np.sum(np.diag([a, b])),
+             lambda a, b: np.sum(np.reshape([a, b, a, b], (2, 2)) ** 2),
+             lambda a, b: np.sum(np.cumsum([a, b])),
+             lambda a, b: np.sum(np.sort([b, a]) * [1.0, 2.0]),
+             lambda a, b: np.linalg.det([[a, b], [b, 2.0]]),
+             lambda a, b: np.average([a, b], weights=[1.0, b]),
+             lambda a, b: np.sum(np.select([numpy.array([True, False])], [[a, b]], default=b))]
+    for f in calls:
+        plain = f(a0, b0)
+        assert numpy.isclose(tr.data(f(tr.param(a0), tr.param(b0))), plain)
+        assert tr.gradcheck(f, a0, b0)
+    def loss(a, b):
+        return np.sum([a * b, np.max([a, b])]) + np.linalg.norm([a, b, 1.0])
+    tape = tr.GradientTape(loss, a0, b0)
+    numpy.testing.assert_allclose(tape.gradient(1.1, -0.4), tr.gradient(loss, 1.1, -0.4))
+    # a tuple of ints holding a tracked int is a shape, not an array
+    assert tr.gradient(lambda x, n: np.sum(np.reshape(np.stack([x] * 4), (n, -1))), 1.0, 2) \
+        == (4.0, None)
+
+
+def test_select_with_a_tracked_default():
+    c = numpy.array([True, False, True])
+    g = tr.gradient(lambda d: np.sum(np.select([c], [numpy.ones(3)], default=d)), 0.5)
+    assert g == (1.0,)
+    with pytest.raises(TypeError, match='tracked.numpy.select'):   # plain NumPy points here
+        tr.gradient(lambda d: numpy.sum(numpy.select([c], [numpy.ones(3)], default=d)), 0.5)

@@ -175,6 +175,25 @@ def test_update_errors():
         tr.update(state, {'w': np.zeros(2)}, {'w': np.zeros(2)})
 
 
+def test_update_while_a_live_entry_saved_a_parameter_is_refused_whole():
+    m = tr.fmap(tr.param, mlp())
+    state = tr.setup(tr.Descent(1.0), m)
+    tr.back(mlp_loss(m, X, Y))
+    before = tr.destructure(tr.data(m))[0]
+    preds = m(X)                                   # kept, never through back()
+    with pytest.raises(ValueError, match=r'saved by a tape entry that is still alive .*'
+                                         r'preds = model\(x\)'):
+        tr.update(state, m)
+    np.testing.assert_array_equal(tr.destructure(tr.data(m))[0], before)   # nothing changed
+    del preds
+    tr.update(state, m)
+    assert not np.array_equal(tr.destructure(tr.data(m))[0], before)
+    frozen = np.ones(2)
+    frozen.flags.writeable = False
+    with pytest.raises(TypeError, match='read-only'):
+        tr.update(tr.setup(tr.Descent(1.0), {'w': frozen}), {'w': frozen}, {'w': np.ones(2)})
+
+
 # --------------------------------------------------------------------------
 # train
 # --------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tracked as tr
+from tracked.compiled_tape.patterns import have_blas
 from tracked import registry
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -167,6 +168,7 @@ def test_rules_and_checkpoints_in_functions_travel_by_value_with_cloudpickle():
                                rtol=1e-15)
 
 
+@pytest.mark.skipif(not have_blas(), reason="numba's BLAS helpers need SciPy")
 def test_compiled_tape_recompiles_from_the_disk_cache_in_a_new_process(tmp_path):
     model, (x, y) = _model(), _data()
     ctape = tr.compile(tr.GradientTape(loss, model, x, y, wrt=(0,)), background=False)

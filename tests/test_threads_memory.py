@@ -17,6 +17,8 @@ def test_a_long_chain_of_scalar_operations():
     n = 2 * 10 ** 5          # far beyond any recursion limit; a million took 7 s and proved no more
     c = 1.0 + 1e-7
     x = tr.param(1.0)
+    assert wait_all(600)     # earlier tests' background compilations allocate meanwhile
+    gc.collect()
     blocks_before = sys.getallocatedblocks()
     y = x
     for _ in range(n):
@@ -35,6 +37,8 @@ def test_dropping_a_long_unused_tape():
     n = 3 * 10 ** 5
     x = tr.param(np.array([1.0, 2.0]))
     x0 = x[0]
+    assert wait_all(600)
+    gc.collect()
     blocks_before = sys.getallocatedblocks()
     y = x0
     for _ in range(n):

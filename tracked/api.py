@@ -6,9 +6,14 @@ and returns the value and a reusable ``back``.  ``pullback`` adds argument trees
 backend (``tr.AutoCompiled()``, ...) or ``tr.Duplicated`` arguments on (Jacobians,
 Hessians and forward mode: ``jacobians.py``).
 """
+import numpy as np
+
 from . import duplicated
-from .arguments import check_function, split_backend
-from .reverse import WithGradient, eager_withgradient, pullback_args, vjp
+from .arguments import Args, check_function, split_backend
+from .reverse import WithGradient, eager_withgradient, vjp
+from .tape import Owner, protect
+from .tree_util import is_node, leaves
+from .values import Tracked
 
 __all__ = ['vjp', 'pullback', 'gradient', 'withgradient']
 
@@ -30,9 +35,32 @@ def pullback(f, *args):
     >>> y, back(1.0), back(2.0)
     (np.float64(30.0), (np.float64(15.0), np.float64(10.0), np.float64(6.0)), (np.float64(30.0), np.float64(20.0), np.float64(12.0)))
     """
-    check_function(f, 'pullback')
-    y, back = pullback_args(f, args)
-    return y, lambda dy=None: back(dy)
+    check_function(f, 'pullback', args)
+    spec = Args(args)
+    y, back = vjp(lambda *ls: f(*spec.rebuild(ls)), *spec.flat)
+
+    def back_y(dy=None):
+        return spec.gradients(back(dy))
+    # The arrays of y that f computed may be saved by the entries that back() sweeps
+    # (np.exp keeps its output): read-only while back_y lives, so that y[...] = 0
+    # before back(dy) fails instead of changing the gradient.
+    back_y.owner = _protect_outputs(back.out, back.level)
+    return y, back_y
+
+
+def _protect_outputs(out, level):
+    computed = [t._value for t in (leaves(out, _is_tracked) if is_node(out) else [out])
+                if isinstance(t, Tracked) and t._node.level == level
+                and t._node.prim is not None and type(t._value) is np.ndarray]
+    if not computed:
+        return None
+    owner = Owner()
+    protect(owner, computed)
+    return owner
+
+
+def _is_tracked(x):
+    return isinstance(x, Tracked)
 
 
 def withgradient(f, *args, zero=True):

@@ -56,11 +56,19 @@ def split_backend(args):
     return None, args
 
 
-def check_function(f, who):
-    """A ``TypeError`` unless ``f`` is callable: ``who(f, *args)`` takes the function first."""
+def check_function(f, who, args=()):
+    """A ``TypeError`` unless ``f`` is callable: ``who(f, *args)`` takes the function
+    first; ``args`` given: also unless they start without a backend, which only
+    ``gradient`` and ``withgradient`` take."""
     if not callable(f):
         raise TypeError(f'{who}(f, *args): f must be the function to differentiate, got '
                         f'{type(f).__name__}; pass the function first, then its arguments')
+    if args and type(args[0]) is not np.ndarray and (
+            _is_adtype(args[0]) or isinstance(args[0], type) and issubclass(args[0], ADType)):
+        raise TypeError(f'{who}(f, *args) takes no backend ({getattr(args[0], "__name__", args[0])}'
+                        f' was given first): only gradient and withgradient do. Call '
+                        f'tr.{who}(f, *args) on the eager tape, or record a tape '
+                        f'(tr.JacobianTape, tr.HessianTape) for compiled speed.')
 
 
 def _is_adtype(x):

@@ -387,7 +387,9 @@ class _PoisonVjps:
             f'with NumPy operations: it ran on plain values (its forward or pullback could '
             f'not run on tracked values, or it is marked opaque), so how its pullback '
             f'depends on its input is unknown. Write the forward and pullback with NumPy '
-            f'operations that tracked can trace to differentiate through it twice.')
+            f'operations that tracked can trace to differentiate through it twice (for '
+            f'forward mode inside a gradient, a jvp= written with NumPy operations is '
+            f'enough: @tr.rule(jvp=...)).')
 
 
 def _poison_fn(forward):
@@ -396,15 +398,18 @@ def _poison_fn(forward):
     return fn
 
 
+# The pullback depends on the input too, unknown: where the output ``y`` is tracked
+# (a jvp by double vjp inside a gradient), the adjoints are poisoned through it, or
+# that dependence would be dropped silently.
 def _pullback_vjp(forward, nargs, i):
     def vjp(h, ans, g, y, **kwargs):     # pullback[i] is linear in g: its adjoint
-        return apply(forward._prim(('pbT', nargs, i)), (h, y), kwargs)
+        return _poisoned(forward, apply(forward._prim(('pbT', nargs, i)), (h, y), kwargs), (y,))
     return vjp
 
 
 def _transposed_vjp(forward, nargs, i):
     def vjp(k, ans, h, y, **kwargs):     # the adjoint of the adjoint: pullback[i] again
-        return apply(forward._prim(('pb', nargs, i)), (k, y), kwargs)
+        return _poisoned(forward, apply(forward._prim(('pb', nargs, i)), (k, y), kwargs), (y,))
     return vjp
 
 

@@ -43,8 +43,8 @@ import numpy as np
 from . import api
 from .arguments import ADType, Args, check_scalar, differentiable, first_output
 from .optimise import train as _train
-from .tree_util import flatten, follow
-from .values import plain
+from .tree_util import flatten, follow, leaves
+from .values import Tracked, plain
 
 __all__ = ['withgradient', 'train', 'place', 'Placed', 'ShardError']
 
@@ -344,6 +344,18 @@ def _check_reduce(reduce):
         raise ValueError(f"reduce must be 'sum' or 'mean', got {reduce!r}")
 
 
+def _check_model(model, who):
+    # Said here, before Dask wraps the refusal to pickle in its own serialisation error.
+    if any(isinstance(a, Tracked) for a in leaves(model, _is_value)):
+        raise TypeError(f'td.{who}: the model holds tracked values (tr.param\'s), which '
+                        f'cannot travel to the workers; pass the plain model, tr.data(model): '
+                        f'the workers differentiate it')
+
+
+def _is_value(x):
+    return isinstance(x, (Tracked, np.ndarray, float, int))
+
+
 def withgradient(client, loss, model, shards, *, reduce='sum', tape=None, adtype=None):
     """``withgradient(client, loss, model, shards, reduce='sum') -> (val, grad)``: the sum
     over the shards of ``loss(model, *shard)`` and its gradient, shaped like ``model``
@@ -369,6 +381,7 @@ def withgradient(client, loss, model, shards, *, reduce='sum', tape=None, adtype
     (55.0, np.float64(110.0))
     """
     _check_reduce(reduce)
+    _check_model(model, 'withgradient')
     parts = _placed(client, shards)
     return api.WithGradient(*_gradient(client, _send(client, loss, tape, adtype), model, parts,
                                        reduce))
@@ -412,6 +425,7 @@ def train(client, loss, model, shards, state, *, steps=1, reduce='sum', tape=Non
     (3.0, 30)
     """
     _check_reduce(reduce)
+    _check_model(model, 'train')
     parts = _placed(client, shards)
     backend = _OnShards(client, _send(client, loss, tape, adtype), parts, reduce)
     return _train(loss, model, [()] * steps, state, adtype=backend, progress=progress,

@@ -62,8 +62,11 @@ class Duplicated:
     ``gradient(f, dup, Const(x), ...)`` zeroes the stored gradient, fills it and returns
     it (the same arrays, ``dup.dval``); ``zero=False`` adds to it instead.  Any mix of
     ``Duplicated`` and ``Const`` arguments, in any order, with at least one
-    ``Duplicated``; a plain argument counts as ``Const`` (tracked/duplicated.py says
-    why).  Only float arrays are differentiated (not Python numbers, integer arrays or
+    ``Duplicated``; a plain argument counts as ``Const``: it has no storage to receive
+    a gradient, and a data batch passed as is then costs no backward work (of Flux's
+    two docstrings, which disagree, the one that wraps unspecified arguments in
+    ``Const``; tracked/duplicated.py says more).  Only float arrays are differentiated
+    (not Python numbers, integer arrays or
     ``@tr.leaf`` objects); tied arrays share one buffer, which receives their total
     gradient.  ``update(state, dup)``, ``setup(rule, dup)`` and ``train(loss, dup, ...)``
     take it in place of the model.  With ``tr.AutoCompiled()`` the gradient is written

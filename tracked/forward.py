@@ -22,9 +22,11 @@ import numpy as np
 from . import registry, values as _values
 from .reverse import vjp
 from .tape import Cotangents, new_level, unbroadcast
-from .values import Boxed, Tracked, apply, call, plain, plain_index, ufunc_call
+from .values import (Boxed, IntBehaviour, RatioBehaviour, Tracked, apply, call, plain,
+                     plain_index, ufunc_call)
 
-__all__ = ['Dual', 'DualLevel', 'duals', 'primal', 'tangent', 'forward_apply']
+__all__ = ['Dual', 'DualInt', 'DualLevel', 'make_dual', 'duals', 'primal', 'tangent',
+           'forward_apply']
 
 
 class DualLevel:
@@ -44,28 +46,11 @@ class DualLevel:
         return f'<DualLevel {self.level} batch={self.batch}>'
 
 
-class Dual(Boxed):
-    """A primal value and its tangent(s) at one forward-mode level (see the module
-    docstring).  Made by ``tr.jvp`` and forward-mode Jacobians; never on a tape.
+class DualMethods:
+    """What a forward-mode value does, shared by ``Dual`` and ``DualInt`` (no slots of its
+    own: ``DualInt`` is an ``int``, which allows none)."""
 
-    >>> import numpy as np, tracked as tr
-    >>> from tracked.forward import DualLevel, Dual, tangent
-    >>> d = Dual.make(np.array([0.0, 1.0]), np.array([1.0, 1.0]), DualLevel())
-    >>> tangent(np.sin(d) * 2)
-    array([2.        , 1.08060461])
-    """
-
-    __slots__ = ('_tangent',)
     _forward = True
-
-    @staticmethod
-    def make(value, t, level):
-        """A ``Dual`` of ``level`` (a ``DualLevel``) holding ``value`` and tangent ``t``."""
-        d = object.__new__(Dual)
-        d._value = value
-        d._tangent = t
-        d._node = level
-        return d
 
     def __repr__(self):
         return f'Dual({self._value!r}, tangent={self._tangent!r})'
@@ -93,13 +78,84 @@ class Dual(Boxed):
 
     def _mutate(self, new, idx=None):
         """In-place syntax on a dual: a new value and tangent (nothing shares them)."""
-        if not isinstance(new, Dual) or new._node is not self._node:
+        if not isinstance(new, DUALS) or new._node is not self._node:
             raise TypeError('an in-place operation on a forward-mode value gave a value '
                             'without its tangent')
         if new.shape != self.shape:
             raise ValueError(f'in-place operation would change the shape from {self.shape} '
                              f'to {new.shape}')
         self._value, self._tangent = new._value, new._tangent
+
+    def _as_int(self):
+        """This 0-d integer dual as a ``DualInt`` (integer arithmetic, ``IntBehaviour``)."""
+        return DualInt.make(self._value, self._tangent, self._node)
+
+    def _as_ratio(self):
+        """This 0-d float dual computed from integers alone as a ``DualRatio``."""
+        if type(self) is not Dual:
+            return self
+        d = object.__new__(DualRatio)
+        d._value, d._tangent, d._node = self._value, self._tangent, self._node
+        return d
+
+
+class Dual(DualMethods, Boxed):
+    """A primal value and its tangent(s) at one forward-mode level (see the module
+    docstring).  Made by ``tr.jvp`` and forward-mode Jacobians; never on a tape.
+
+    >>> import numpy as np, tracked as tr
+    >>> from tracked.forward import DualLevel, Dual, tangent
+    >>> d = Dual.make(np.array([0.0, 1.0]), np.array([1.0, 1.0]), DualLevel())
+    >>> tangent(np.sin(d) * 2)
+    array([2.        , 1.08060461])
+    """
+
+    __slots__ = ('_tangent',)
+
+    @staticmethod
+    def make(value, t, level):
+        """A ``Dual`` of ``level`` (a ``DualLevel``) holding ``value`` and tangent ``t``."""
+        d = object.__new__(Dual)
+        d._value = value
+        d._tangent = t
+        d._node = level
+        return d
+
+
+class DualInt(IntBehaviour, DualMethods, Tracked, int):
+    """A differentiated integer scalar in forward mode (``tr.jvp(f, (x, 3), ...)``'s 3):
+    the ``int`` it holds in every Python use, as ``TrackedInt`` is in reverse mode.
+
+    >>> import tracked as tr
+    >>> tr.jvp(lambda x, n: x * [1.0, 2.0, 4.0][n] * n, (2.0, 2), (1.0, 1.0))
+    (np.float64(16.0), np.float64(16.0))
+    """
+
+    @staticmethod
+    def make(value, t, level):
+        """The ``DualInt`` of ``level`` holding integer scalar ``value`` and tangent ``t``."""
+        d = int.__new__(DualInt, int(plain(value)))
+        d._value = value
+        d._tangent = t
+        d._node = level
+        return d
+
+
+class DualRatio(RatioBehaviour, Dual):
+    """``RatioBehaviour`` in forward mode (``DualInt`` arithmetic)."""
+
+    __slots__ = ()
+
+
+DUALS = (Dual, DualInt)
+
+
+def make_dual(value, t, level):
+    """A ``Dual`` of ``level`` holding ``value`` and tangent ``t``; a ``DualInt`` for an
+    integer scalar (a differentiated int argument)."""
+    if getattr(value, 'ndim', None) == 0 and value.dtype.kind in 'iu':
+        return DualInt.make(value, t, level)
+    return Dual.make(value, t, level)
 
 
 def _operators():
@@ -117,8 +173,8 @@ def _operators():
             return call(uf, *args) if out is None else out
         return method
     for name, uf in table.items():
-        setattr(Dual, f'__{name}__', make(uf, False))
-        setattr(Dual, f'__r{name}__', make(uf, True))
+        setattr(DualMethods, f'__{name}__', make(uf, False))
+        setattr(DualMethods, f'__r{name}__', make(uf, True))
 
 
 _SEQUENCES = (list, tuple)
@@ -193,19 +249,19 @@ _operators()
 
 def primal(x):
     """The primal of a ``Dual`` (``x`` itself otherwise)."""
-    return x._value if isinstance(x, Dual) else x
+    return x._value if isinstance(x, DUALS) else x
 
 
 def tangent(x, level=None):
     """The tangent of a ``Dual`` of ``level`` (any level if None), or None."""
-    if isinstance(x, Dual) and (level is None or x._node is level):
+    if isinstance(x, DUALS) and (level is None or x._node is level):
         return x._tangent
     return None
 
 
 def duals(values, tangents, level):
     """``Dual``s of ``level`` for ``values`` with ``tangents`` (None: no tangent)."""
-    return [v if t is None else Dual.make(v, t, level) for v, t in zip(values, tangents)]
+    return [v if t is None else make_dual(v, t, level) for v, t in zip(values, tangents)]
 
 
 # --------------------------------------------------------------------------
@@ -218,7 +274,7 @@ def forward_apply(prim, args, kwargs, level):
     lvl = None
     primals, tangents = [], []
     for a in args:
-        if isinstance(a, Dual) and a._node.level == level:
+        if isinstance(a, DUALS) and a._node.level == level:
             lvl = a._node
             primals.append(a._value)
             tangents.append(a._tangent)
@@ -228,7 +284,10 @@ def forward_apply(prim, args, kwargs, level):
     if prim.index_args:                       # an index holding duals: only its value
         primals = [_strip_level(a, level) if p in prim.index_args else a
                    for p, a in enumerate(primals)]
-    ans = apply(prim, primals, kwargs)
+    # A custom rule (``direct``) runs its own forward on lower-level values, as
+    # ``values.apply`` lets it: its pullback then closes over them, so the tangent
+    # it gives (double vjp) is differentiable at those levels.
+    ans = prim.fn(*primals, **kwargs) if prim.direct else apply(prim, primals, kwargs)
     if lvl is None:                           # duals only inside an index
         return ans
     vjps = prim.vjps
@@ -245,7 +304,7 @@ def forward_apply(prim, args, kwargs, level):
 
 
 def _strip_level(a, level):
-    if isinstance(a, Dual) and a._node.level == level:
+    if isinstance(a, DUALS) and a._node.level == level:
         return a._value
     if type(a) in (tuple, list):
         return type(a)(_strip_level(b, level) for b in a)
@@ -407,11 +466,16 @@ def batch_axes(axis, ndim):
     """``axis`` (None, an int or a tuple, of an array of ``ndim`` dimensions) as the same
     axes of a batch of such arrays stacked along a new leading axis (batched rules).
 
-    >>> batch_axes(None, 2), batch_axes(-1, 2), batch_axes((0, 1), 3)
-    ((1, 2), 2, (1, 2))
+    A 0-d array has no axis to reduce (NumPy takes ``axis=0`` or ``-1`` there as none):
+    the batch axis must stay, so that is ``()``, never None or 0.
+
+    >>> batch_axes(None, 2), batch_axes(-1, 2), batch_axes((0, 1), 3), batch_axes(0, 0)
+    ((1, 2), 2, (1, 2), ())
     """
+    if not ndim:
+        return ()
     if axis is None:
         return tuple(range(1, ndim + 1))
     if isinstance(axis, (tuple, list)):
         return tuple(operator.index(a) % ndim + 1 for a in axis)
-    return operator.index(axis) % ndim + 1 if ndim else axis
+    return operator.index(axis) % ndim + 1

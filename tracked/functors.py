@@ -10,7 +10,7 @@ import numpy as np
 from . import values as _values
 from .arguments import is_number_list
 from .tree_util import isnumeric, is_node, leaf, leaves, tree_map
-from .values import Tracked
+from .values import Tracked, value
 
 __all__ = ['fmap', 'leaf', 'isnumeric', 'param', 'data', 'grad', 'zero_grad', 'istracked']
 
@@ -60,12 +60,17 @@ def param(x):
 
 
 def _data1(x):
-    return x._value if isinstance(x, Tracked) else x
+    return value(x) if isinstance(x, Tracked) else x
 
 
 def data(x):
     """``data(x)``: the value of a tracked value, or a model with every tracked leaf
     replaced by its value (one level of tracking is removed).
+
+    The array is the value itself, not a copy: ``tr.data(w)[...] -= lr * w.grad``
+    updates a parameter between steps.  While a live tape entry saved it (before
+    ``back``) it is read-only, so a write fails instead of changing the gradient;
+    ``.copy()`` it to change a copy.
 
     >>> import numpy as np, tracked as tr
     >>> tr.data(tr.param(np.array([1.0, 2.0])))
@@ -74,7 +79,7 @@ def data(x):
     {'w': np.float64(2.0), 'name': 'dense'}
     """
     if isinstance(x, Tracked):
-        return x._value
+        return value(x)
     if _is_single(x):
         return x
     return fmap(_data1, x, exclude=_is_tracked)

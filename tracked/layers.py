@@ -9,8 +9,10 @@ and their parameters (``scale``, ``bias``) are found by every tree walk.
 Mode.  ``BatchNorm`` and ``Dropout`` behave differently in training (batch
 statistics; random masks) and in testing (running statistics; the identity).  Their
 ``active`` attribute is None by default: *automatic*, training exactly when the call is
-being differentiated, i.e. when the input or the layer's parameters are tracked values
-(Flux's ``within_gradient``).  ``trainmode``/``testmode`` set it to True/False, and
+being differentiated (Flux's ``within_gradient``): inside the function that
+``tr.gradient``, ``pullback``, ``jacobian``, ... differentiate or a tape records (so a
+``Dropout`` on the model's plain input trains too), or on tracked values
+(``tr.param``'s).  ``trainmode``/``testmode`` set it to True/False, and
 ``trainmode(model, 'auto')`` back to automatic.
 
 State.  ``BatchNorm``'s running mean and variance live in a ``State``, a ``@tr.leaf``
@@ -31,7 +33,7 @@ import numpy as np
 
 from .custom import non_differentiable
 from .nn import Layer, as_rng, function_name
-from .tape import active_recorder
+from .tape import active_recorder, differentiating
 from .tree_util import leaf, leaves
 from .values import Tracked, plain
 
@@ -70,7 +72,8 @@ class _Switchable(Layer):
     def _training(self, x, *params):
         if self.active is not None:
             return bool(self.active)
-        return isinstance(x, Tracked) or any(isinstance(p, Tracked) for p in params)
+        return (differentiating() or active_recorder() is not None or isinstance(x, Tracked)
+                or any(isinstance(p, Tracked) for p in params))
 
     def _mode_text(self):
         return '' if self.active is None else f', active={bool(self.active)}'

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import functors as _functors
 from .duplicated import Duplicated
+from .tape import protected
 from .tree_util import flatten, follow, tree_map
 from .values import Tracked, plain
 
@@ -216,16 +217,29 @@ def update(state, model, grads=None):
     steps = _planned_steps(state, model, grads)
     if steps is None:
         steps = _checked_steps(state, model, grads)
+    for _, x, _ in steps:
+        _check_writeable(plain(x))
     # Everything was checked before this point: an update is all or nothing.
     for leaf, x, g in steps:
         value = plain(x)
-        if not isinstance(value, np.ndarray) or not value.flags.writeable:
-            raise TypeError(f'update: an array of the model cannot be changed in place '
-                            f'({type(value).__name__}); store parameters as writeable '
-                            f'NumPy arrays')
         value -= leaf.rule.apply(leaf.state, value, g)
         if isinstance(x, Tracked):
             _functors.zero_grad(x)             # Tracker's update! resets the gradient
+
+
+def _check_writeable(value):
+    if isinstance(value, np.ndarray) and value.flags.writeable:
+        return
+    if isinstance(value, np.ndarray) and protected(value):
+        raise ValueError('update: a parameter\'s value is saved by a tape entry that is still '
+                         'alive (a tracked result computed from the model, such as preds = '
+                         'model(x), that has not been through back() and is still referenced): '
+                         'changing it would change that result\'s gradient. Call back() on it '
+                         'or drop it first, or compute what needs no gradient with '
+                         'tr.data(model).')
+    raise TypeError(f'update: an array of the model cannot be changed in place '
+                    f'({type(value).__name__}, read-only); store parameters as writeable '
+                    f'NumPy arrays')
 
 
 def _checked_steps(state, model, grads):

@@ -17,7 +17,7 @@ import numpy as np
 
 from .arguments import Args, check_scalar, first_output, leaf_value
 from .registry import Primitive
-from .tape import backward, new_level, new_node
+from .tape import backward, new_level, new_node, thread_state
 from .tree_util import is_node, tree_map
 from .values import Tracked, leaf, plain
 
@@ -49,7 +49,12 @@ def vjp(f, *args):
     """
     level = new_level()
     boxed = [leaf(leaf_value(a), level) for a in args]
-    out = f(*boxed)
+    state = thread_state                  # differentiating(), for layers' automatic mode
+    state.depth = getattr(state, 'depth', 0) + 1
+    try:
+        out = f(*boxed)
+    finally:
+        state.depth -= 1
     y = _unbox(out, level)
 
     def back(dy=None, *, last=False):
@@ -64,6 +69,7 @@ def vjp(f, *args):
             cts = backward(_joint_root(roots, level), np.float64(1.0), retain=True,
                            private=last)
         return tuple(_cast_like(cts.get(b._node), b._value) for b in boxed)
+    back.out, back.level = out, level           # for pullback's protection of y
     return y, back
 
 

@@ -110,6 +110,18 @@ def new_level():
     return next(_levels)
 
 
+# Per thread: ``depth``, how many differentiation calls' ``f`` are running (``vjp`` and
+# forward mode count themselves in and out inline: a context manager costs twice as
+# much, ~1% of a small gradient call).
+thread_state = _state
+
+
+def differentiating():
+    """Whether a differentiation call's ``f`` is running on this thread (Flux's
+    ``within_gradient``: layers with a train/test mode read it); see ``thread_state``."""
+    return getattr(_state, 'depth', 0) > 0
+
+
 def recording_paused():
     return getattr(_state, 'paused', False)
 
@@ -464,9 +476,12 @@ def backward(root, seed, retain=False, private=False, sparse=False):
 # with version counters on its tensors; NumPy arrays have none, so the entries that
 # save a leaf's value or a constant array make it read-only until they are released
 # (by back(), or when they are dropped): the write then fails at once.  Intermediates
-# are not protected (each operation would pay for it; a user reaches them only
-# through tr.data of a non-leaf).  Measured (callgrind, instructions per call): W1
-# +0.1%, W3 at n=100 +4.9% (one protected leaf per call).
+# are protected where a user can reach them, not on every operation (each would pay
+# for it): tr.data/.data of a non-leaf makes its value read-only until its entry is
+# released, and pullback's outputs stay read-only while its back() lives.  Measured
+# (benchmarks/mutation_check.py --callgrind, instructions per call): W1 +0.3%, W3 at
+# n=100 +7.2% (~31 000 instructions: the leaf protected by each of its saved slices),
+# W3 at n=1e5 +0.8%.
 
 _protected = {}         # id(array) -> [array, number of live entries protecting it]
 _finalizers = {}        # id(node) -> weak reference whose callback unprotects
@@ -476,7 +491,8 @@ _pending = []           # released views whose base is still protected
 
 def protect(node, arrays):
     """Make ``arrays`` (saved by ``node``) read-only while ``node`` lives or until it is
-    released; an array that was already read-only is left as it is."""
+    released; an array that was already read-only is left as it is.  Calls for the
+    same ``node`` add up."""
     kept = []
     with _lock:
         for a in arrays:
@@ -493,9 +509,22 @@ def protect(node, arrays):
                 continue
             kept.append(a)
     if kept:
-        node.protects = kept
         key = id(node)
+        ref = _finalizers.get(key)
+        if ref is not None and ref() is node:   # already protecting: the list its
+            node.protects.extend(kept)          # release reads grows
+            return
+        node.protects = kept
         _finalizers[key] = weakref.ref(node, lambda _, key=key, kept=kept: _release(key, kept))
+
+
+class Owner:
+    """An owner for ``protect`` that is not a tape entry (``pullback``'s outputs): the
+    arrays stay read-only while it lives."""
+    __slots__ = ('args', 'protects', '__weakref__')
+
+    def __init__(self):
+        self.args = ()          # never released by a backward pass (release_protections)
 
 
 def release_protections():
@@ -521,14 +550,18 @@ def _release(key, kept):
                     del _protected[id(a)]
                     _pending.append(a)
         # A view cannot be made writeable while its base is still read-only (protected
-        # by a live entry): it waits here until the base is released.
-        still = []
-        for a in _pending:
-            try:
-                a.flags.writeable = True
-            except ValueError:
-                still.append(a)
-        _pending[:] = still
+        # by a live entry): it waits here until the base is released, possibly later
+        # in this same list (hence the passes until nothing changes).
+        while _pending:
+            still = []
+            for a in _pending:
+                try:
+                    a.flags.writeable = True
+                except ValueError:
+                    still.append(a)
+            if len(still) == len(_pending):
+                break
+            _pending[:] = still
 
 
 def protected(a):

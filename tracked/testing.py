@@ -158,6 +158,7 @@ def jvpcheck(f, *args, eps=1e-6, rtol=1e-5, atol=1e-6, seed=0):
             raise AssertionError(f'{what}: the tangent rule and the pullback disagree: '
                                  f'<u, J v> = {_inner(u, t)!r}, <J^T u, v> = '
                                  f'{_inner(np.asarray(g), v)!r}')
+        _check_batch(fi, x, rng, rtol, atol, what)
         if np.iscomplexobj(x):
             continue                  # Jacobians refuse complex arguments (ambiguous)
         jf = jacobian(fi, x, mode='forward')[0]
@@ -166,3 +167,20 @@ def jvpcheck(f, *args, eps=1e-6, rtol=1e-5, atol=1e-6, seed=0):
             raise AssertionError(f'{what}: the forward-mode Jacobian (one pass, batched '
                                  f'tangents) differs from the reverse-mode one')
     return True
+
+
+def _check_batch(f, x, rng, rtol, atol, what, k=3):
+    """Random tangents carried at once along a leading axis give each one's tangent:
+    a rule that mixed the batch (a reduction over it) would pass the Jacobian check
+    where the batch is one tangent (a 0-d argument)."""
+    from .forward import Dual, DualLevel, tangent
+    from .jacobians import jvp
+    vs = np.stack([_random_like(rng, x) for _ in range(k)])
+    lvl = DualLevel(k)
+    t = tangent(f(Dual.make(x, vs, lvl)), lvl)
+    for j in range(k):
+        want = np.asarray(plain(jvp(f, (x,), (vs[j],))[1]))
+        got = np.zeros_like(want) if t is None else np.asarray(plain(t))[j]
+        if got.shape != want.shape or not np.allclose(got, want, rtol=rtol, atol=atol):
+            raise AssertionError(f'{what}: {k} tangents carried at once give {got!r} for '
+                                 f'tangent {j}, carried alone {want!r}')

@@ -5,20 +5,24 @@ Operators and NumPy's protocols (``__array_ufunc__``, ``__array_function__``) ro
 every call to ``apply``, which looks the callable up in the rule registry and
 records one node.  Nothing here lists NumPy functions: that is the rules' job.
 """
+import dis
 import functools
 import inspect
+import math
 import operator
+import sys
 import weakref
 
 import numpy as np
 
 from . import registry
+from .conversions import conversion_error
 from . import tape as _tape
 from .tape import (Cotangents, Node, SparseCotangent, backward, new_node, recording_paused,
                    active_recorder)
 
 __all__ = ['Tracked', 'TrackedArray', 'TrackedReal', 'param', 'back', 'istracked',
-           'apply', 'call']
+           'apply', 'call', 'value']
 
 
 # --------------------------------------------------------------------------
@@ -145,7 +149,8 @@ def record(prim, vals, kwargs, ans, parents, key, level, same_shape=False):
 def protect_saved(node, saved, key):
     """Make the arrays that ``node`` saved and the caller could change in place
     read-only while it lives (``tape.protect``): a leaf's value (also when saved
-    through views of it, such as ``x[:-1]``) and constant arrays."""
+    through views of it, such as ``x[:-1]``) and constant arrays with the arrays they
+    are views of."""
     arrays = []
     mask = key >> _KEY_SHIFT
     for pos, parent in node.parents:
@@ -156,6 +161,9 @@ def protect_saved(node, saved, key):
     for j, a in enumerate(saved):
         if type(a) is np.ndarray and not mask >> j & 1:
             arrays.append(a)
+            base = a.base           # a view (c[:2], or a composite's reshape of c): its
+            if isinstance(base, np.ndarray):    # owner is what the caller can change
+                arrays.append(base)
     if arrays:
         _tape.protect(node, arrays)
 
@@ -382,7 +390,30 @@ def _conversion_message(call):
             f'and np.array([...]) of tracked values). Read the value on purpose with '
             f't.item() or tr.data(t) (guarded on recorded tapes), branch with a comparison '
             f'(if t > 0: ...), and build arrays from tracked values with np.stack([...]) '
-            f'(or import tracked.numpy as np, whose np.array accepts them).')
+            f'(or import tracked.numpy as np, whose np.array accepts them, and whose '
+            f'zeros_like/empty_like(x) of a tracked x give an array that out[i] = t can '
+            f'write into).')
+
+
+# ``'%.3f' % loss`` (and logging's ``'loss %f', loss``) reach __float__ from C exactly as
+# float(loss) and math.exp(loss) do; the caller's current instruction tells them apart:
+# only %-formatting runs the ``%`` operator there (a number's ``%`` with a tracked
+# operand is tracked's __rmod__).  Text keeps no gradient to lose, so it is allowed,
+# as f'{loss:.3f}' (__format__) is; on an unknown bytecode the conversion refuses.
+if 'BINARY_OP' in dis.opmap:            # Python >= 3.11: NB_REMAINDER, NB_INPLACE_REMAINDER
+    _PERCENT = ((dis.opmap['BINARY_OP'], (6, 19)),)
+else:
+    _PERCENT = ((dis.opmap['BINARY_MODULO'], None), (dis.opmap['INPLACE_MODULO'], None))
+
+
+def _formatting_as_text(frame):
+    """Whether ``frame`` is running a ``%`` operator (string formatting, see above)."""
+    try:
+        code, i = frame.f_code.co_code, frame.f_lasti
+        return any(code[i] == op and (args is None or code[i + 1] in args)
+                   for op, args in _PERCENT)
+    except (AttributeError, IndexError, KeyError):
+        return False
 
 
 def _no_rule_message(fun):
@@ -408,6 +439,20 @@ def plain(x):
     if type(x) is dict:
         return {k: plain(v) for k, v in x.items()}
     return x
+
+
+def value(t):
+    """Tracked ``t``'s value as ``tr.data`` gives it to the caller.  A computed value's
+    array may be saved by the entries that use it, whose pullbacks read it at back():
+    it is read-only until its own entry is released (by back()) or dropped, so that a
+    write fails at once instead of changing the gradient (tape.py, "Arrays saved by
+    entries").  A leaf's is protected by the entries that save it."""
+    v = t._value
+    if type(v) is np.ndarray and type(t._node) is Node and v.flags.writeable:
+        node = t._node
+        if node.prim is not None and node.args is not None:
+            _tape.protect(node, [v])
+    return v
 
 
 def box(ans, node):
@@ -525,11 +570,24 @@ class Tracked:
     __hash__ = object.__hash__
     _forward = False            # True for forward mode's ``Dual`` (no tape entry)
 
+    def _as_int(self):
+        """This 0-d integer value as a ``TrackedInt`` (integer arithmetic, ``IntBehaviour``)."""
+        return TrackedInt.make(self._value, self._node)
+
+    def _as_ratio(self):
+        """This 0-d float computed from integers alone as an ``IntRatio``."""
+        if type(self) is not TrackedReal:
+            return self
+        r = object.__new__(IntRatio)
+        r._value, r._node = self._value, self._node
+        return r
+
     # -- value and metadata -------------------------------------------------
     @property
     def data(self):
-        """The value without tracking (one level down under nesting)."""
-        return self._value
+        """The value without tracking (one level down under nesting); read-only while
+        the entries that saved it live, for a value computed on the tape (``value``)."""
+        return value(self)
 
     @property
     def grad(self):
@@ -557,6 +615,7 @@ class Tracked:
     real = property(lambda self: call(np.real, self))
     imag = property(lambda self: call(np.imag, self))
     mT = property(lambda self: call(np.swapaxes, self, -1, -2))
+    flat = property(lambda self: FlatIter(self))
 
 
     def __repr__(self):
@@ -574,14 +633,7 @@ class Tracked:
                         f'and differentiate where it arrives.')
 
     def __array__(self, *args, **kwargs):
-        raise TypeError('a tracked value cannot be converted to a plain NumPy array '
-                        'silently: that would drop its gradient. Use tr.data(x) for the '
-                        'value; to build an array from tracked values use np.stack or '
-                        'np.concatenate, which tracked differentiates (or import '
-                        'tracked.numpy as np, whose np.array accepts lists of them). A '
-                        'plain array cannot hold a tracked value (a[i] = t): tracked.numpy\'s '
-                        'zeros_like/empty_like of a tracked array can; np.full(shape, t) is '
-                        'np.zeros(shape) + t.')
+        raise conversion_error()
 
     # -- concretisation (guards in recorded tapes) ---------------------------
     def _concrete(self, kind):
@@ -611,18 +663,27 @@ class Tracked:
             return int(self._concrete('int'))       # an integer: a size, an index
         return int(self._convert('int', 'int()'))
 
+    def __trunc__(self):                # math.trunc: int()'s rule (math.floor/ceil use float())
+        return self.__int__()
+
     def _convert(self, kind, call):
         """The value, when converting it loses no gradient: a value recorded by a
-        ``GradientTape`` but not differentiated (an input outside ``wrt``), guarded."""
+        ``GradientTape`` but not differentiated (an input outside ``wrt``), guarded; or
+        a value printed with ``'%.3f' % t`` (text, as ``f'{t:.3f}'`` is)."""
         rec = active_recorder()
         if rec is not None and self._node.level == rec.level:
             return self._concrete(kind)
+        if _formatting_as_text(sys._getframe(2)):
+            return plain(self)
         raise TypeError(_conversion_message(call))
 
     def __index__(self):
         value = self._concrete('index')
         if getattr(value, 'dtype', np.dtype(float)).kind not in 'iub':
-            raise TypeError('only integer tracked scalars can be used as an index')
+            raise TypeError(f'only integer tracked scalars can be used as an index (or '
+                            f'where Python needs an int); this one holds a '
+                            f'{np.asarray(value).dtype}: read its value on purpose with '
+                            f'int(t.item()), which drops its gradient')
         return operator.index(value)
 
     def item(self, *args):
@@ -840,25 +901,75 @@ class TrackedReal(Boxed):
     __slots__ = ()
 
 
+class FlatIter:
+    """``x.flat`` of a tracked array, as ``ndarray.flat``: ``x.flat[i]`` reads element
+    ``i`` of ``x`` in row-major order (an int, a slice or an index array), iteration
+    yields the elements, and ``x.flat[i] = v`` writes into ``x`` (with ``x[...] = v``'s
+    rules for in-place changes; ``v`` is repeated to fill the selection, as NumPy does).
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.gradient(lambda x: x.flat[3] * x.flat[0], np.array([[1.0, 2.0], [3.0, 4.0]]))
+    (array([[4., 0.],
+           [0., 1.]]),)
+    """
+
+    __slots__ = ('base',)
+
+    def __init__(self, base):
+        self.base = base
+
+    def __len__(self):
+        return self.base.size
+
+    def __iter__(self):
+        return iter(np.ravel(self.base))
+
+    def __getitem__(self, idx):
+        return np.ravel(self.base)[idx]
+
+    def __setitem__(self, idx, value):
+        base = self.base
+        pos = np.arange(base.size)[idx]
+        n = np.size(pos)
+        if np.size(value) not in (1, n):
+            value = np.resize(np.ravel(value), n)
+        base[np.unravel_index(pos, base.shape)] = np.reshape(value, np.shape(pos)) \
+            if np.size(value) == n else value
+
+    def copy(self):
+        return np.ravel(self.base).copy()
+
+
 _REPEATABLE = (list, tuple, str, bytes, bytearray)
 
 
-class TrackedInt(Tracked, int):
-    """A differentiated integer scalar (``tr.gradient(f, x, 3)``'s 3): in every Python
-    use it is the ``int`` it holds -- ``isinstance(n, int)``, hashing, ``==``, ``<``,
-    formatting, indexing, ``[x] * n``, ``n & 1``, shifts, seeding a generator -- so a
-    program using it as an integer runs as it would on the int; its arithmetic with
-    numbers and arrays is recorded like any tracked value's (Zygote differentiates
-    integers the same way).  On a recorded tape its value is guarded.
+class IntBehaviour:
+    """Python's ``int`` protocol for a differentiated integer scalar (``TrackedInt``, and
+    forward mode's ``DualInt``, both subclasses of ``int``): in every Python use it is
+    the int it holds -- ``isinstance(n, int)``, hashing, ``==``, ``<``, formatting
+    (``f'{n:.2f}'`` too), indexing, sizes, ``[x] * n``, ``n & 1``, shifts, seeding a
+    generator, ``json``, C and Cython code that wants an int.
 
-    >>> import numpy as np, tracked as tr
-    >>> tr.gradient(lambda a, t: np.sum(a * t[0]) + t[1], np.array([1., 2., 3.]), (4, 5))
-    (array([4., 4., 4.]), (np.float64(6.0), np.float64(1.0)))
-    >>> tr.gradient(lambda x, n: x ** {3: 2.0}.get(n, 7.0) * len(f'{n}'), 2.0, 3)
-    (np.float64(4.0), None)
+    Its arithmetic is recorded like any tracked value's (Zygote differentiates integers
+    the same way), and arithmetic with integers gives such an integer again: ``n + 1``,
+    ``2 * n``, ``n // 2``, ``n % 3``, ``-n``, ``n ** 2`` still repeat lists, index and
+    hash as ints (``[0] * (n + 1)``); ``n / 2`` is a tracked float that ``float()`` and
+    ``int()`` read, as they read ``n``.  Integer division and modulo by zero raise
+    ``ZeroDivisionError``, and a negative integer power is a float, as for ints.
+
+    ``float(n)``, ``int(n)``, ``round(n)``, ``math.*`` and ``np.array(n)`` read the value
+    as they do for an int (a tracked float refuses them): an integer argument is mostly
+    a size, a count or a seed, and ``np.arange(n)``, ``f'{n:.2f}'`` or ``math.sqrt(n)``
+    must run as on the int.  What they compute carries no derivative in ``n``.
+
+    One limit of being an ``int``: with a Python ``float`` on the left (``2.5 * n``,
+    ``1.0 + n``), Python's float converts the int itself before ``n`` is asked, so the
+    result is a plain float and carries no derivative in ``n``.  When the derivative
+    in an integer argument matters, write ``n * 2.5`` or ``np.multiply(2.5, n)``, or
+    pass the number as a float.  (The alternative, an object that only claims to be an
+    int, fails in C and Cython code: ``np.random.default_rng(n)``, ``json.dumps``.)
     """
 
-    # int's own Python-level behaviour; arithmetic (+ - * / ** @ %) is Tracked's
     __hash__ = int.__hash__
     __eq__, __ne__ = int.__eq__, int.__ne__
     __lt__, __le__, __gt__, __ge__ = int.__lt__, int.__le__, int.__gt__, int.__ge__
@@ -868,31 +979,162 @@ class TrackedInt(Tracked, int):
     __rlshift__, __rrshift__ = int.__rlshift__, int.__rrshift__
     __index__, __int__, __bool__ = int.__index__, int.__int__, int.__bool__
     __format__ = int.__format__
-    __floordiv__, __rfloordiv__, __mod__, __rmod__ = (int.__floordiv__, int.__rfloordiv__,
-                                                      int.__mod__, int.__rmod__)
+    __round__, __trunc__, __floor__, __ceil__ = (int.__round__, int.__trunc__, int.__floor__,
+                                                 int.__ceil__)
+    __repr__ = __str__ = int.__repr__
+    __float__ = int.__float__
+
+    def __complex__(self):
+        return complex(int(self))
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(int(self), dtype=dtype)
+
+    def __reduce__(self):               # a copy or pickle is the int it holds
+        return int, (int(self),)
+
+    def _integer(self, result, other):
+        """``result`` of arithmetic with ``other``: when both operands are integers, an
+        integer of this kind again (or, for ``/``, a float that ``float()`` reads).  An
+        int computed from a float could change on a replay: it stays a tracked value
+        whose Python uses are guarded."""
+        if isinstance(other, IntBehaviour) or (
+                isinstance(other, (int, np.integer)) and not isinstance(other, Tracked)):
+            value = plain(result)
+            if getattr(value, 'ndim', None) == 0:
+                return result._as_int() if value.dtype.kind in 'iu' else result._as_ratio()
+        return result
+
+    def __truediv__(self, other):
+        return self._integer(super().__truediv__(other), other)
+
+    def __rtruediv__(self, other):
+        return self._integer(super().__rtruediv__(other), other)
+
+    def __add__(self, other):
+        return self._integer(super().__add__(other), other)
+
+    def __radd__(self, other):
+        return self._integer(super().__radd__(other), other)
+
+    def __sub__(self, other):
+        return self._integer(super().__sub__(other), other)
+
+    def __rsub__(self, other):
+        return self._integer(super().__rsub__(other), other)
 
     def __mul__(self, other):
         if isinstance(other, _REPEATABLE):         # [x] * n, 'ab' * n: repetition
             return NotImplemented
-        return Tracked.__mul__(self, other)
+        return self._integer(super().__mul__(other), other)
 
     def __rmul__(self, other):
         if isinstance(other, _REPEATABLE):
             return NotImplemented
-        return Tracked.__rmul__(self, other)
+        return self._integer(super().__rmul__(other), other)
+
+    def __floordiv__(self, other):
+        _nonzero(other)
+        return self._integer(super().__floordiv__(other), other)
+
+    def __rfloordiv__(self, other):
+        _nonzero(self)
+        return self._integer(super().__rfloordiv__(other), other)
+
+    def __mod__(self, other):
+        _nonzero(other)
+        return self._integer(super().__mod__(other), other)
+
+    def __rmod__(self, other):
+        _nonzero(self)
+        return self._integer(super().__rmod__(other), other)
+
+    def __divmod__(self, other):
+        return self // other, self % other
+
+    def __rdivmod__(self, other):
+        return other // self, other % self
+
+    def __pow__(self, other, mod=None):
+        if mod is not None:
+            return pow(int(self), other, mod)
+        if isinstance(other, (int, np.integer)) and not isinstance(other, Tracked) and other < 0:
+            return self._integer(super().__pow__(float(other)), other)   # 2 ** -1 is 0.5
+        return self._integer(super().__pow__(other), other)
+
+    def __rpow__(self, other):
+        if int(self) < 0 and isinstance(other, (int, np.integer)):
+            return self._integer(super().__rpow__(float(other)), other)
+        return self._integer(super().__rpow__(other), other)
+
+    def __neg__(self):
+        return self._integer(super().__neg__(), 0)
+
+    def __pos__(self):
+        return self._integer(super().__pos__(), 0)
+
+    def __abs__(self):
+        return self._integer(super().__abs__(), 0)
+
+
+def _nonzero(divisor):
+    if isinstance(divisor, (int, np.integer)) and divisor == 0:
+        raise ZeroDivisionError('integer division or modulo by zero')
+
+
+class TrackedInt(IntBehaviour, Tracked, int):
+    """A differentiated integer scalar (``tr.gradient(f, x, 3)``'s 3), or integer
+    arithmetic on one: the ``int`` it holds in every Python use (``IntBehaviour``), its
+    arithmetic recorded like any tracked value's.  On a recorded tape the value of an
+    integer argument is guarded.
+
+    >>> import numpy as np, tracked as tr
+    >>> tr.gradient(lambda a, t: np.sum(a * t[0]) + t[1], np.array([1., 2., 3.]), (4, 5))
+    (array([4., 4., 4.]), (np.float64(6.0), np.float64(1.0)))
+    >>> tr.gradient(lambda x, n: x ** {3: 2.0}.get(n, 7.0) * len(f'{n}'), 2.0, 3)
+    (np.float64(4.0), None)
+    >>> tr.gradient(lambda x, n: n * 0.5 * np.sum(np.stack([x] * (n + 1))), 2.0, 3)
+    (np.float64(6.0), np.float64(4.0))
+    """
 
     @staticmethod
     def make(value, node):
-        """The ``TrackedInt`` of leaf ``node`` holding integer scalar ``value``."""
+        """The ``TrackedInt`` of tape entry ``node`` holding integer scalar ``value``."""
         t = int.__new__(TrackedInt, int(plain(value)))
         t._value = value
         t._node = node
         return t
 
-    __repr__ = __str__ = int.__repr__
 
-    def __reduce__(self):               # a copy or pickle is the int it holds
-        return int, (int(self),)
+class RatioBehaviour:
+    """A tracked float computed from integers alone (``n / 2`` of a differentiated int):
+    ``float()``, ``int()``, ``math.*`` and formatting read its value, as they read the
+    integers' (``np.arange(n)`` computes ``n / 1``).  Its arithmetic is a tracked
+    float's."""
+
+    def __float__(self):
+        return float(plain(self))
+
+    def __int__(self):
+        return int(float(self))
+
+    def __format__(self, spec):
+        return format(float(self), spec)
+
+    def __floor__(self):
+        return math.floor(float(self))
+
+    def __ceil__(self):
+        return math.ceil(float(self))
+
+    def __trunc__(self):
+        return math.trunc(float(self))
+
+
+class IntRatio(RatioBehaviour, TrackedReal):
+    """``RatioBehaviour`` on the tape (``TrackedInt`` arithmetic)."""
+
+    __slots__ = ()
 
 
 def ufunc_call(ufunc, method, inputs, kwargs):

@@ -10,12 +10,23 @@ import numpy as np
 import pytest
 
 import tracked as tr
+from tracked.compiled_tape.patterns import have_blas
 
 rng = np.random.default_rng(1)
+# numba reaches BLAS through SciPy (the test extra); without it (the floors' CI run)
+# large products run in NumPy, which allocates
+needs_blas = pytest.mark.skipif(not have_blas(), reason="numba's BLAS helpers need SciPy")
 
 
 def _close(a, b):
     np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def _all_compiled(ctape):
+    """Every instruction has a kernel (but large products without SciPy)."""
+    reasons = {f.reason for f in ctape.fallbacks}
+    assert not reasons or (not have_blas() and all('pip install scipy' in r for r in reasons)), \
+        ctape.fallbacks
 
 
 def mlp_loss(m, x, y):
@@ -61,10 +72,11 @@ def test_compiled_gradient_matches_eager_on_new_inputs(mlp):
         for k in eg:
             _close(g[k], eg[k])
         _close(ctape(*args), ev)
-    assert ctape.fallbacks == []
+    _all_compiled(ctape)
     assert tape.compiled is None                     # compile returns a new tape
 
 
+@needs_blas
 def test_out_writes_in_place_and_allocates_nothing(mlp):
     _, ctape, (m, x, y) = mlp
     g = ctape.gradient(m, x, y)
@@ -199,7 +211,7 @@ def test_float32_tapes_run_float32_kernels():
     f = lambda w, x: np.sum(np.tanh(x @ w.T) * 0.5) + np.mean(w ** 2)   # noqa: E731
     w, x = (r.standard_normal(s).astype(np.float32) for s in ((8, 3), (16, 3)))
     ctape = tr.compile(tr.GradientTape(f, w, x, wrt=(0,)), background=False)
-    assert ctape.fallbacks == []
+    _all_compiled(ctape)
     sources = [k.source for k in ctape.compiled.kernels]
     assert any('np.float32' in s for s in sources)           # float32 arrays and rounding
     assert not any('np.float64)' in s for s in sources)      # no float64 array at all
@@ -246,6 +258,7 @@ def test_generated_calls_of_array_arguments_refuse_other_signatures():
     _close(ctape.gradient(w, np.asfortranarray(X))[0], eg)            # not C: copied
 
 
+@needs_blas
 @pytest.mark.parametrize('dtype', [np.float64, np.float32])
 def test_products_through_blas_in_every_layout(dtype):
     r = np.random.default_rng(4)

@@ -249,3 +249,20 @@ def test_an_integer_argument_is_guarded_on_replay():
     assert tape.gradient(2.0, 3) == (12.0, pytest.approx(8 * np.log(2.0)))
     with pytest.raises(tr.TapeGuardError, match='integer argument'):
         tape.gradient(2.0, 4)
+
+
+def test_jacobian_tape_of_a_complex_output_is_complex():
+    # J[k] = d Re(y_k) + i d Im(y_k), as tr.jacobian gives (the tape dropped Im)
+    f = lambda t: np.exp(1j * t[0] * np.arange(3.0)) * t[0] + t[1] ** 2     # noqa: E731
+    x = np.array([0.5, 0.2])
+    tape = tr.JacobianTape(f, x)
+    for t in (tape, tr.compile(tape, background=False)):
+        J = t.jacobian(1.4 * x)[0]
+        assert J.dtype == np.complex128
+        np.testing.assert_allclose(J, tr.jacobian(f, 1.4 * x)[0], rtol=1e-12)
+
+
+@pytest.mark.parametrize('Tape', [tr.JacobianTape, tr.HessianTape])
+def test_jacobian_and_hessian_tapes_refuse_complex_arguments(Tape):
+    with pytest.raises(ValueError, match='real and imaginary parts'):
+        Tape(lambda z: np.sum(np.abs(z) ** 2), np.array([1 + 1j, 2.0]))

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -134,3 +135,47 @@ def test_two_processes_compiling_the_same_kernels_do_not_corrupt_the_cache(fresh
     assert r.returncode == 0, r.stderr
     hits, ok = r.stdout.split(']')
     assert set(json.loads(hits + ']')) == {1} and ok.strip() == 'True'
+
+
+def test_one_compiling_process_at_a_time_and_shared_kernels_compile_once(fresh_cache,
+                                                                          monkeypatch):
+    running, most, started = [0], [0], []
+    compile_elsewhere = tiers.Tiering._compile_elsewhere
+
+    def counted(self, prog, folder):
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        started.append(prog.entry_name)
+        try:
+            compile_elsewhere(self, prog, folder)
+        finally:
+            running[0] -= 1
+    monkeypatch.setattr(tiers.Tiering, '_compile_elsewhere', counted)
+    # the same operations on other sizes: the same kernels, which the first process
+    # compiles and the second tape then finds in the cache
+    tapes = [tr.compile(tr.GradientTape(smooth, np.linspace(0.1, 1.0, n), 2.0)) for n in (5, 9)]
+    assert all(ct.wait(TIMEOUT) for ct in tapes), [ct.compile_error for ct in tapes]
+    assert most[0] == 1 and len(started) == 1
+
+
+def test_a_module_another_thread_is_importing_is_waited_for(fresh_cache):
+    # numba compiles a kernel while its module is imported: a second thread asking for
+    # it then found it in sys.modules without its function ("partially initialized
+    # module"), which failed background compilations when two tapes shared a kernel
+    name = f'k_slow_import_{threading.get_ident()}'
+    source = 'import time\ntime.sleep(0.5)\nvalue = 42\n'
+    got, started = [], threading.Event()
+
+    def first():
+        started.set()
+        got.append(cache.load(name, source).value)
+    t = threading.Thread(target=first)
+    t.start()
+    started.wait()
+    deadline = time.monotonic() + TIMEOUT
+    while name not in sys.modules and time.monotonic() < deadline:
+        time.sleep(0.001)                        # until the first import is under way
+    got.append(cache.load(name, source).value)
+    t.join()
+    assert got == [42, 42]
+    del sys.modules[name]

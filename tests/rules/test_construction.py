@@ -63,6 +63,9 @@ CASES = [
     case(np.diagflat, (3,)), case(np.diagflat, (2, 2), const(1)),
     case(np.resize, (3, 4), const((5, 3))), case(np.resize, (3,), const(7)),
     case(np.delete, (3, 4), const([0, 2]), const(1)), case(np.delete, (5,), const(1)),
+    case(np.insert, (3, 4), const(1), (4,), const(0)), case(np.insert, (5,), const([0, 2, 2]), (3,)),
+    case(np.insert, (3, 4), const([1, 3]), (), const(1)), case(np.insert, (5,), const(-1), const(2.0)),
+    case(np.insert, (3, 4), const(slice(1, 3)), (3, 1), const(1)), case(np.insert, (2, 3), const(4), ()),
     case(np.compress, const([True, False, True]), (3, 4), const(0)),
     case(np.extract, const(M > 0), (3, 4)),
     _cover(np.apply_along_axis, lambda m: np.apply_along_axis(
@@ -81,6 +84,14 @@ CASES = [
            name='histogram2d'),
     _cover(np.histogramdd, lambda s: np.histogramdd(s, 2)[0] + np.sum(s), (6, 2),
            name='histogramdd'),
+    _cover(np.histogram2d, lambda w: np.histogram2d(DATA, DATA[::-1] ** 2, [3, 4], weights=w)[0],
+           (20,), name='histogram2d(weights)'),
+    _cover(np.histogram2d, lambda w: np.histogram2d(
+        DATA, DATA[::-1], np.linspace(-1.0, 1.0, 4), density=True, weights=w)[0],
+        arg((20,), 0.5, 1.5), name='histogram2d(weights, density)'),
+    _cover(np.histogramdd, lambda w: np.histogramdd(
+        np.stack([DATA, DATA ** 2, DATA[::-1]], 1), (2, 3, 2), weights=w)[0], (20,),
+        name='histogramdd(weights)'),
 ] + [_cover(fn, _writers, (3, 4), name=f'{fn.__name__}(in place)')
      for fn in (np.put, np.place, np.putmask, np.copyto, np.fill_diagonal, np.put_along_axis)]
 
@@ -96,6 +107,9 @@ def test_construction_against_finite_differences(c):
     lambda a, b: np.meshgrid(a, b)[0], lambda a, b: np.nan_to_num(a / 0.0),
     lambda a, b: np.partition(np.concatenate([a, b]), 2), lambda a, b: np.block([a, b]),
     lambda a, b: np.bincount([0, 2], weights=a), lambda a, b: np.histogram(a, 3, weights=b)[0],
+    lambda a, b: np.histogram2d(a, b, [2, 3], weights=a + b)[0],
+    lambda a, b: np.insert(a, [0, 1], b[:2]), lambda a, b: np.insert(a, 1, b[0]),
+    lambda a, b: np.histogramdd(np.stack([a, b], 1), 2, weights=b, density=True)[0],
 ])
 def test_values_are_numpys(f):
     a, b = np.array([0.5, 1.5]), np.array([2.0, 3.5])

@@ -84,6 +84,7 @@ CASES = [
     *unary(np.deg2rad, -200.0, 200.0), *unary(np.radians, -200.0, 200.0),
     *unary(np.rad2deg), *unary(np.degrees),
     *unary(np.sinc), case(np.sinc, arg((4,), 1.1, 3.0)),
+    case(np.sinc, arg((4,), values=[0.0, 0.003, -0.008, 0.5])),   # the series near 0
     # selection
     *binary(np.maximum), *binary(np.minimum), *binary(np.fmax), *binary(np.fmin),
     case(np.maximum, (2, 3), const(0.0), name='relu'),
@@ -96,6 +97,10 @@ CASES = [
       if np.lib.NumpyVersion(np.__version__) >= '2.1.0' else []),
     case(np.clip, arg((4, 3), -3.0, 3.0), arg((3,), -1.5, -0.5), arg((4, 1), 0.5, 1.5)),
     case(np.clip, arg((), -3.0, 3.0), arg((), -1.5, -0.5), arg((5,), 0.5, 1.5)),
+    # a plain array's clip method with tracked bounds: NumPy's internal clip ufunc
+    case(lambda lo, hi: np.linspace(-3.0, 3.0, 12).reshape(4, 3).clip(min=lo, max=hi),
+         arg((3,), -1.5, -0.5), arg((4, 1), 0.5, 1.5), covers=np._core.umath.clip,
+         name='ndarray.clip(min=lo, max=hi)'),
     case(np.where, const(MASK), (2, 3), (2, 3)),
     case(np.where, const(MASK), (3,), ()),
     case(np.where, const(MASK[0]), (4, 1), (4, 3)),
@@ -128,6 +133,10 @@ CASES = [
     case(np.power, const(2.0), carg((2, 3))),
     case(np.multiply, (5,), const(1.5 - 2.0j), name='multiply(real,complex-constant)'),
     case(np.multiply, (2, 3), carg((3,)), name='multiply(real,complex)'),
+    # arccosh' = 1/(sqrt(z-1) sqrt(z+1)): 1/sqrt(z^2-1) had the wrong sign for Re z < 0
+    case(np.arccosh, carg((6,), -2.0, 2.0), name='arccosh(complex, both half-planes)'),
+    # NumPy 2's sign(z) = z/|z| for complex z: not piecewise constant, not holomorphic
+    *[case(np.sign, carg(s)) for s in SHAPES],
 ]
 
 ELEMENTWISE = [
@@ -322,6 +331,21 @@ def test_power_second_derivative_negative_base_integer_exponent():
 def test_sinc_at_zero():
     (g,) = grads(np.sinc, np.array([0.0, 1.0]))
     np.testing.assert_allclose(g, [0.0, -1.0], atol=1e-15)
+    # nested derivatives at 0 and across the switch to the series (|x| < 1e-2)
+    h = tr.hessian(lambda x: np.sum(np.sinc(x)), np.array([0.0, 0.5]))
+    np.testing.assert_allclose(np.diag(h), [-np.pi ** 2 / 3, _sinc2(0.5)], rtol=1e-12)
+    d3 = tr.gradient(lambda x: tr.gradient(lambda y: tr.gradient(np.sinc, y)[0], x)[0], 0.0)[0]
+    d4 = tr.gradient(lambda x: tr.gradient(lambda y: tr.gradient(
+        lambda z: tr.gradient(np.sinc, z)[0], y)[0], x)[0], 0.0)[0]
+    assert d3 == 0.0 and np.isclose(d4, np.pi ** 4 / 5, rtol=1e-12)
+    for x in (0.0, 0.004, 0.0099, 0.0101, 0.03):
+        assert tr.gradcheck(np.sinc, np.array([x, -x]))
+
+
+def _sinc2(x):
+    """The second derivative of sinc at x != 0, in closed form."""
+    p = np.pi * x
+    return (-(p ** 2) * np.sin(p) - 2 * p * np.cos(p) + 2 * np.sin(p)) / (np.pi * x ** 3)
 
 
 def test_divide_aliases():
@@ -462,3 +486,17 @@ def _i1(x):
     """Modified Bessel function I1 by its series (reference for i0's derivative)."""
     from math import factorial
     return sum((x / 2) ** (2 * k + 1) / (factorial(k) * factorial(k + 1)) for k in range(80))
+
+
+def test_complex_arccosh_left_half_plane():
+    z = np.array([-0.13 + 0.36j, -1.5 - 0.2j, 0.4 - 1.1j])
+    g, = tr.gradient(lambda z: np.sum(np.real(np.arccosh(z))), z)
+    np.testing.assert_allclose(g, np.conj(1 / (np.sqrt(z - 1) * np.sqrt(z + 1))))
+
+
+def test_complex_sign_is_z_over_abs():
+    z = np.array([3 + 4j, -1j, 0j])
+    g, = tr.gradient(lambda z: np.sum(np.imag(np.sign(z))), z)
+    # d Im(z/|z|): 1j/|z| - (z/|z|) Im(z/|z|)/|z| (ChainRules' dL/dx + i dL/dy), 0 at 0
+    s = np.array([0.6 + 0.8j, -1j])
+    np.testing.assert_allclose(g, np.append((1j - s * s.imag) / np.array([5.0, 1.0]), 0))

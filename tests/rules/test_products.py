@@ -1,6 +1,7 @@
 """Products (matmul, einsum, dot, ..., cross and their other spellings): cases to order 2
 for real and complex operands, plus targeted tests."""
 import operator
+import warnings
 
 import numpy as np
 import pytest
@@ -11,6 +12,13 @@ from tracked.api import vjp
 from .harness import arg, case, const, parametrize
 
 C = np.complex128
+
+
+def _quiet(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` without NumPy's deprecation warnings (2-vector cross)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', DeprecationWarning)
+        return fn(*args, **kwargs)
 
 
 def z(*shape):
@@ -116,6 +124,13 @@ CASES = [
     case(np.cross, (2, 1, 3), (4, 3)),
     case(np.cross, (3, 4), (3, 4), kwargs={'axis': 0}),
     case(np.cross, (3, 2), (2, 3), kwargs={'axisa': 0, 'axisb': -1, 'axisc': 0}),
+    # 2-vectors (deprecated in NumPy 2, still computed): a zero third component
+    case(lambda a, b: _quiet(np.cross, a, b), (4, 2), (3,), covers=np.cross,
+         name='cross(2-vectors (4,2), (3,))'),
+    case(lambda a, b: _quiet(np.cross, a, b), (2,), (5, 2), covers=np.cross,
+         name='cross(2-vectors (2,), (5,2))'),
+    case(lambda a, b: _quiet(np.cross, a, b, axisa=0), (2, 4), (4, 3), covers=np.cross,
+         name='cross(2-vectors (2,4) axisa=0, (4,3))'),
 
     # ---- complex operands: pullbacks conjugate the other operand; vdot, vecdot and
     #      vecmat conjugate their first
@@ -249,7 +264,7 @@ def test_complex_products_match_numpy(f):
     rng = np.random.default_rng(3)
     a = rng.standard_normal((3, 3)) + 1j * rng.standard_normal((3, 3))
     b = rng.standard_normal((3, 3)) + 1j * rng.standard_normal((3, 3))
-    if f is np.vecmat:
+    if f is getattr(np, 'vecmat', None):
         a = a[0]
     got = f(tr.param(a), tr.param(b))
     np.testing.assert_allclose(tr.data(got), f(a, b), rtol=1e-13)
@@ -296,9 +311,21 @@ def test_errors():
         np.dot(x, x, out=np.zeros((3, 3)))
     with pytest.raises(TypeError, match='axes'):
         np.matmul(x, x, axes=[(0, 1), (0, 1), (0, 1)])
-    with pytest.raises(ValueError, match='3-vectors'):
-        np.cross(tr.param(np.ones(2)), np.ones(2))
+    with pytest.raises(ValueError, match='must be 2 or 3'):
+        np.cross(tr.param(np.ones(4)), np.ones(3))
     with pytest.raises(ValueError):
         x @ np.ones(4)
     with pytest.raises(ValueError, match='shape-mismatch'):
         np.tensordot(x, np.ones((2, 2)), 1)
+
+
+def test_cross_of_2_vectors_as_numpy():
+    a, b = np.array([[1.0, 2.0], [0.5, -1.0]]), np.array([3.0, -0.5])
+    with pytest.warns(DeprecationWarning):
+        val, (ga,) = tr.withgradient(lambda a: np.sum(np.cross(a, b) ** 2), a)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', DeprecationWarning)
+        want = np.cross(a, b)
+    np.testing.assert_allclose(val, np.sum(want ** 2))
+    # z = a0 b1 - a1 b0: dz/da = (b1, -b0)
+    np.testing.assert_allclose(ga, 2 * want[:, None] * np.array([b[1], -b[0]]))

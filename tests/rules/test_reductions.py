@@ -95,6 +95,20 @@ CASES = (
         case(np.average, S2, const(None), arg(S2, 0.5, 2.0)),
         case(np.average, S3, kwargs=dict(axis=(2, 0), weights=np.arange(1.0, 9.0).reshape(4, 2))),
         case(np.average, S3, kwargs=dict(axis=1, weights=np.array([1.0, 2.0, 0.5]), keepdims=True)),
+        # complex: pullbacks conjugate the partial derivatives (products)
+        *[case(fn, arg(s, dtype=np.complex128), kwargs=kw)
+          for fn in (np.sum, np.mean, np.prod, np.cumsum, np.cumprod)
+          for s, kw in ((S1, {}), (S3, {'axis': 1}))],
+        case(np.prod, arg(None, values=[1 + 1j, 0j, -2 + 0.5j], dtype=np.complex128),
+             name='prod(complex, one zero)'),
+        case(np.var, arg(S2, dtype=np.complex128), kwargs=dict(axis=1)),
+        case(np.std, arg(S2, dtype=np.complex128)),
+        # a 0-d reduction among other values: a batch of tangents (forward-mode
+        # Jacobians, Hessians) must keep its axis (it summed over it)
+        *[case(lambda x, fn=fn, kw=kw: fn(x[1], **kw) * x, S1, covers=fn,
+               name=f'{fn.__name__}(0-d, {kw}) in a batch')
+          for fn, kws in ((np.sum, 3), (np.prod, 3), (np.max, 3), (np.mean, 1), (np.cumsum, 2))
+          for kw in ({}, {'axis': 0}, {'axis': None, 'keepdims': True})[:kws]],
     ]
 )
 
@@ -369,3 +383,22 @@ def test_method_spellings():
               lambda v: v.std(1), lambda v: v.cumsum(0), lambda v: v.cumprod(1),
               lambda v: v.trace(1)):
         assert tr.gradcheck(f, x)
+
+
+def test_zero_dimensional_reductions_in_forward_and_nested_modes():
+    # tr.hessian (forward over reverse) of a loss holding a 0-d sum or mean: the
+    # batched tangent of the 0-d reduction was summed over its batch axis
+    x = np.array([1.0, 2.0, 3.0])
+    for f in (lambda x: np.sum(x[0] * x[1]) ** 2 + x[2], lambda x: np.mean(x @ x) ** 2,
+              lambda x: np.sum(x[0], axis=0) ** 3 * x[1]):
+        np.testing.assert_allclose(tr.hessian(f, x), tr.hessian_reverse(f, x), atol=1e-12)
+    J, = tr.jacobian(lambda x: np.sum(x @ x) * np.ones(5), x, mode='forward')
+    np.testing.assert_allclose(J, np.tile(2 * x, (5, 1)))
+
+
+def test_complex_prod_and_cumprod_conjugate():
+    z = np.array([1 + 2j, 3 - 1j, -0.5 + 0.5j])
+    g, = tr.gradient(lambda z: np.real(np.prod(z)), z)
+    np.testing.assert_allclose(g, np.conj([z[1] * z[2], z[0] * z[2], z[0] * z[1]]))
+    g, = tr.gradient(lambda z: np.real(np.cumprod(z)[1]), z)
+    np.testing.assert_allclose(g, np.conj([z[1], z[0], 0]))

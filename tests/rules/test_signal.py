@@ -30,6 +30,7 @@ CASES = (
         case(np.ediff1d, (3, 2)), case(np.ediff1d, (5,), kwargs=dict(to_end=[1.0], to_begin=2.0)),
         case(np.trapezoid, (6,)), case(np.trapezoid, (4, 5), kwargs=dict(dx=0.3, axis=0)),
         case(np.trapezoid, (4, 5), arg(None, values=COORDS)),
+        *([case(np.trapz, (4, 5), kwargs=dict(dx=0.3, axis=0))] if hasattr(np, 'trapz') else []),
         case(lambda y: np.stack(np.gradient(y)), (4, 5), covers=np.gradient, name='gradient(4,5)'),
         case(np.gradient, (6,), const(0.5), kwargs=dict(edge_order=2)),
         case(np.gradient, (4, 5), arg(None, values=COORDS), kwargs=dict(axis=1)),

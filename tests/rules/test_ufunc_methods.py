@@ -64,6 +64,39 @@ def test_at_updates_in_place_and_differentiates():
     assert tr.gradcheck(lambda ww: f(x + 0 * ww, ww), w)
 
 
+@pytest.mark.parametrize('ufunc, b', [(np.multiply, [2.0, 3.0, 0.5, 7.0]),
+                                      (np.maximum, [5.0, -3.0, 4.0, 6.0]),
+                                      (np.divide, [2.0, 3.0, 0.5, 4.0]),
+                                      (np.power, 1.5), (np.negative, None)])
+def test_at_applies_the_ufunc_once_per_repeated_index(ufunc, b):
+    # NumPy's unbuffered semantics: position (1, 2) is hit three times, (0, 0) twice
+    idx = (np.array([1, 0, 1, 1]), np.array([2, 0, 2, 2]))
+    if ufunc is np.negative:
+        idx = (idx[0][:3], idx[1][:3])
+    x = np.random.default_rng(3).uniform(0.5, 2.0, (2, 3))
+
+    def f(v, w):
+        a = v + 0.0
+        if w is None:
+            ufunc.at(a, idx)
+        else:
+            ufunc.at(a, idx, w)
+        return a
+    w = None if b is None else np.array(b)
+    expected = x.copy()
+    ufunc.at(expected, idx) if w is None else ufunc.at(expected, idx, w)
+    np.testing.assert_allclose(tr.data(f(tr.param(x), w)), expected, rtol=1e-14)
+    assert tr.gradcheck(lambda v: f(v, w), x) and tr.jvpcheck(lambda v: f(v, w), x)
+    if w is not None and np.ndim(w):
+        assert tr.gradcheck(lambda ww: f(x + 0 * ww[0], ww), w)
+    loss = lambda v: np.sum(f(v, w) ** 2)
+    tape = tr.GradientTape(loss, x)
+    x2 = x[::-1].copy()
+    np.testing.assert_allclose(tape.gradient(x2)[0], tr.gradient(loss, x2)[0], rtol=1e-12)
+    np.testing.assert_allclose(tr.compile(tape, background=False).gradient(x2)[0],
+                               tr.gradient(loss, x2)[0], rtol=1e-12)
+
+
 def test_at_into_a_plain_array_is_refused():
     with pytest.raises(TypeError, match='bincount'):
         np.add.at(np.zeros(3), [0, 1], tr.param(np.ones(2)))

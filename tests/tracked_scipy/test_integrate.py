@@ -100,6 +100,36 @@ def test_solve_ivp_without_t_eval_holds_the_solvers_steps():
         tape.gradient(5.0)
 
 
+def forced(y, t, k):
+    """A time-dependent right-hand side: moving the start time is not a shift."""
+    return -k * y + np.sin(3 * t) * y[::-1]
+
+
+def test_output_times_are_differentiable():
+    # d y(T) / dT = f(y(T), T): exp(-T)' for y' = -y
+    g = tr.gradient(lambda t_end: odeint(lambda y, t: -y, np.ones(1), [0.0, t_end], **TOL)[-1, 0],
+                    1.0)[0]
+    assert np.isclose(g, -np.exp(-1.0), rtol=1e-8)
+    times = np.array([0.1, 0.6, 1.3])
+    f = lambda t, k: np.sum(odeint(forced, Y0, t, (k,), **TOL) ** 2)
+    assert tr.gradcheck(f, times, 0.7, rtol=1e-4, atol=1e-6)
+    assert tr.jvpcheck(lambda t: odeint(forced, Y0, t, (0.7,), **TOL), times, rtol=1e-4, atol=1e-6)
+    tape = tr.GradientTape(f, times, 0.7)
+    for g2 in (tape.gradient(times * 1.1, 0.6),
+               tr.compile(tape, background=False).gradient(times * 1.1, 0.6)):
+        for a, b in zip(g2, tr.gradient(f, times * 1.1, 0.6)):
+            np.testing.assert_allclose(a, b, rtol=1e-8)
+
+    def final(t0, t_end, t_eval=None):
+        sol = solve_ivp(lambda t, y: forced(y, t, 0.7), (t0, t_end), Y0, t_eval=t_eval, **TOL)
+        return np.sum(sol.y[:, -1] ** 2)
+    # the span's ends, with the solver's own steps (held at fractions of the span) or t_eval
+    assert tr.gradcheck(final, 0.1, 1.2, rtol=1e-4, atol=1e-6, order=1)
+    assert tr.gradcheck(lambda t0: final(t0, 1.2, [0.5, 1.2]), 0.1, rtol=1e-4, atol=1e-6)
+    assert tr.gradcheck(lambda te: final(0.1, 1.5, te), np.array([0.5, 1.2]), rtol=1e-4,
+                        atol=1e-6)
+
+
 def test_recorded_and_compiled_tapes_rerun_the_solver():
     tape = tr.GradientTape(loss, Y0, 2.0, 0.3)
     ctape = tr.compile(tape, background=False)

@@ -41,8 +41,12 @@ class Tape:
         self.nargs = len(args)
         if wrt is None:
             wrt = tuple(range(len(args)))
-        elif isinstance(wrt, int):
+        elif isinstance(wrt, (int, np.integer)):
             wrt = (wrt,)
+        if not isinstance(wrt, (tuple, list)) or not all(
+                isinstance(w, (int, np.integer)) and not isinstance(w, bool) for w in wrt):
+            raise TypeError(f'wrt={wrt!r}: give the positions of the differentiated '
+                            f'arguments, an int or a tuple of ints (wrt=(0,) for the first)')
         for w in wrt:
             if not -len(args) <= w < len(args):
                 raise ValueError(f'wrt={wrt}: f was given {len(args)} arguments, so positions '

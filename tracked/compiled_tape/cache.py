@@ -58,10 +58,10 @@ def write(name, source):
 
 def load(name, source):
     """Import module ``name`` with ``source`` from the cache folder (writing it if new)."""
-    mod = sys.modules.get(name)
-    if mod is not None:
-        return mod
-    write(name, source)
+    if name not in sys.modules:
+        write(name, source)
+    # import_module, not sys.modules[name]: while another thread imports the module
+    # (numba compiling or loading it), that is half made; import_module waits for it
     return importlib.import_module(name)
 
 

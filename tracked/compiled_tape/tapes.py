@@ -169,6 +169,17 @@ class GradientTape(Tape):
             install(self)
 
 
+def _refuse_complex(tape, positions, who):
+    """Jacobians and Hessians with respect to complex arguments are ambiguous (as for
+    ``tr.jacobian``/``tr.hessian``)."""
+    for p in positions:
+        if tape.specs[p][1].kind == 'c':
+            raise ValueError(
+                f'{who} with respect to a complex argument is ambiguous (a complex derivative '
+                f'exists only for holomorphic functions); pass the real and imaginary parts '
+                f'as two real arrays, e.g. {who}(lambda x, y: f(x + 1j * y), z.real, z.imag)')
+
+
 class JacobianTape(Tape):
     """``JacobianTape(f, *example_args, wrt=None)``: ``tape.jacobian(*args)`` gives, per
     argument, ``J[k, i] = d f(...).ravel()[k] / d arg.ravel()[i]`` without re-running f.
@@ -184,6 +195,7 @@ class JacobianTape(Tape):
 
     def _trace(self, rec, inputs):
         """Run ``f`` on leaves and one backward pass per output element (the rows)."""
+        _refuse_complex(self, self.diff, 'JacobianTape')
         li = new_level()
         diff = set(self.diff)
         boxed = [leaf(t, li) if p in diff else t for p, t in enumerate(inputs)]
@@ -195,15 +207,25 @@ class JacobianTape(Tape):
         m = int(np.prod(self.out_shape, dtype=np.int64))
         specs = [rec.output(y)]
         rows = []
+        complex_out = self.out_dtype.kind == 'c'
+
+        def sweep(k, unit):
+            if not (isinstance(y, Tracked) and y._node.level == li):
+                return {}
+            seed = np.zeros(self.out_shape, dtype=y.dtype)
+            seed.flat[k] = unit
+            return backward(y._node, seed if seed.ndim else seed[()], retain=True)
         for k in range(m):
-            cts = {}
-            if isinstance(y, Tracked) and y._node.level == li:
-                seed = np.zeros(self.out_shape, dtype=y.dtype)
-                seed.flat[k] = 1
-                cts = backward(y._node, seed if seed.ndim else seed[()], retain=True)
+            cts = sweep(k, 1)
+            # a complex output: J[k] = d Re(y_k) + i d Im(y_k), a second sweep (as tr.jacobian)
+            cts_im = sweep(k, 1j) if complex_out else {}
             row = []
             for p in self.diff:
                 g = cts.get(boxed[p]._node)
+                if complex_out:
+                    gi = cts_im.get(boxed[p]._node)
+                    if gi is not None:
+                        g = 1j * gi if g is None else g + 1j * gi
                 row.append(rec.output(g) if g is not None else None)
             rows.append(row)
         self.m = m
@@ -227,7 +249,9 @@ class JacobianTape(Tape):
         for j, p in enumerate(self.diff):
             shape, dtype = self.specs[p]
             n = int(np.prod(shape, dtype=np.int64))
-            specs.append(((self.m, n), dtype if dtype.kind in 'fc' else np.dtype(np.float64)))
+            specs.append(((self.m, n), np.result_type(
+                dtype if dtype.kind in 'fc' else np.float64,
+                self.out_dtype if self.out_dtype.kind in 'fc' else np.float64)))
             for k in range(self.m):
                 slot = self._layout_rows[k][j]
                 if slot is not None:
@@ -280,6 +304,7 @@ class HessianTape(Tape):
         backward pass of the gradient per element (the Hessian's rows)."""
         if len(self.diff) != 1 or len(inputs) != 1:
             raise ValueError('HessianTape(f, x) needs one real array or scalar x')
+        _refuse_complex(self, self.diff, 'HessianTape')
         l1, l2 = new_level(), new_level()
         x1 = leaf(inputs[0], l1)
         x2 = leaf(x1, l2)

@@ -17,7 +17,8 @@ scalar loop; IEEE-exact operations give the same bits).
 If the process fails or is killed, the tape keeps replaying in NumPy and
 ``tape.compile_error`` says why.  Two processes compiling the same kernels at once
 write the same files: sources and numba's cache entries are written to a temporary
-file and renamed, so a reader sees a whole file or none.
+file and renamed, so a reader sees a whole file or none.  A process compiles for one
+tape at a time; the other tapes' threads wait their turn (still replaying in NumPy).
 """
 import _thread
 import sys
@@ -85,10 +86,13 @@ class Tiering:
             prog = self.compiled = self.tape._new_compiled()
             self._mark('planned')
             self.planned.set()
-            if not all(cache.is_cached(name) for name, _ in prog.sources()):
+            if not _all_cached(prog, cache):
                 for name, source in prog.sources():
                     cache.write(name, source)
-                self._compile_elsewhere(prog, cache.cache_dir())
+                with _compile_slot:
+                    # another tape's process may have compiled these kernels meanwhile
+                    if not _all_cached(prog, cache):
+                        self._compile_elsewhere(prog, cache.cache_dir())
                 self._mark('compiled')
             prog.load()
             self._mark('loaded')
@@ -130,6 +134,15 @@ class Tiering:
 
 
 _running = set()         # the Tierings still working, in any thread
+
+# One compiling process at a time: each holds a CPU and numba's compiler (~200 MB), and
+# tapes share kernels, so a queue also compiles less.  Unbounded, a test suite or an
+# AutoCompiled meeting many signatures started dozens at once (load ~100 on 2 cores).
+_compile_slot = threading.Lock()
+
+
+def _all_cached(prog, cache):
+    return all(cache.is_cached(name) for name, _ in prog.sources())
 
 
 def wait_all(timeout=None):

@@ -1,9 +1,9 @@
-"""``import tracked.numpy as np``: NumPy, plus the constructors NumPy's protocols never see.
+"""``import tracked.numpy as np``: NumPy, plus what NumPy's protocols never see.
 
 For code written against ``autograd.numpy`` or ``jax.numpy``: changing that import line
-is all it takes.  Every public NumPy name is NumPy's own object (tracked values reach
-tracked through NumPy's dispatch), except the few that NumPy runs before any tracked
-value could be seen -- building an array from a list of tracked scalars:
+is all it takes.  Every public NumPy name is here; ufuncs, constants, types and
+submodules' objects are NumPy's own (tracked values reach tracked through NumPy's
+dispatch).  What NumPy runs before any tracked value could be seen is tracked's:
 
 - ``array``, ``asarray``, ``asanyarray``, ``ascontiguousarray``: nested lists and tuples
   holding tracked values become one recorded ``stack`` (differentiable, nestable,
@@ -11,6 +11,12 @@ value could be seen -- building an array from a list of tracked scalars:
 - ``r_`` and ``c_`` with tracked items;
 - ``stack``, ``concatenate``, ``hstack``, ``vstack``, ``dstack``, ``column_stack`` of
   lists whose items are (nested lists of) tracked scalars;
+- every other NumPy function that dispatches (``sum``, ``mean``, ``max``, ``dot``,
+  ``linalg.norm``, ...) given a list of tracked values (``np.sum([a, b])``): NumPy's
+  own call, retried with the list made an array when NumPy refuses it (autograd
+  accepts such lists through object arrays); the function is then a thin wrapper of
+  NumPy's (``np.sum.__wrapped__ is numpy.sum``);
+- ``select`` with a tracked ``default`` (NumPy does not dispatch on it);
 - ``zeros_like``/``ones_like``/``empty_like`` of a tracked float array: a tracked array
   that ``out[i] = t`` can write tracked values into (NumPy's are plain);
 - ``full``/``full_like`` with a tracked fill value, and ``vectorize`` (the Python
@@ -18,7 +24,7 @@ value could be seen -- building an array from a list of tracked scalars:
 
 Plain ``numpy`` keeps refusing ``np.array([t0, t1])`` with a message pointing here and
 to ``np.stack``.  ``tracked.numpy.linalg``, ``.fft`` and ``.random`` are modules (as
-``autograd.numpy``'s are) holding NumPy's functions.
+``autograd.numpy``'s are) holding NumPy's functions, with lists accepted as above.
 
 >>> import tracked as tr
 >>> import tracked.numpy as np
@@ -30,14 +36,13 @@ import importlib as _importlib
 import numpy as _np
 from numpy import *  # noqa: F401,F403  (NumPy's own names: tracked values dispatch there)
 
+from ._lists import holds_tracked as _holds_tracked, wrap_dispatched as _wrap_dispatched
+from ..registry import RULES as _RULES
 from ..values import Tracked as _Tracked
 
 __all__ = [n for n in dir(_np) if not n.startswith('_')]
 
 
-# Always these modules, not NumPy's (``from numpy import *`` bound those names, which
-# ``from . import linalg`` would then return).
-linalg, fft, random = (_importlib.import_module(f'{__name__}.{m}') for m in ('linalg', 'fft', 'random'))
 
 
 def __getattr__(name):                      # everything else: NumPy's (np.newaxis, ...)
@@ -46,12 +51,6 @@ def __getattr__(name):                      # everything else: NumPy's (np.newax
 
 def __dir__():
     return sorted(set(globals()) | set(dir(_np)))
-
-
-def _holds_tracked(x):
-    if isinstance(x, _Tracked):
-        return True
-    return type(x) in (list, tuple) and any(_holds_tracked(v) for v in x)
 
 
 def _build(obj):
@@ -210,3 +209,19 @@ class vectorize(_np.vectorize):
         n = flat[0].shape[0]
         out = [self.pyfunc(*[f[i] for f in flat], **kwargs) for i in range(n)]
         return _np.reshape(array(out), shape)
+
+
+def select(condlist, choicelist, default=0):
+    """``select(condlist, choicelist, default=0)``: ``numpy.select``, also with a tracked
+    ``default`` (NumPy dispatches on the conditions and choices only)."""
+    if isinstance(default, _Tracked) or _holds_tracked(list(choicelist)):
+        choicelist = [asarray(c) if type(c) in (list, tuple) else c for c in choicelist]
+        return _RULES[_np.select](condlist, choicelist, default)
+    return _np.select(condlist, choicelist, default)
+
+
+_wrap_dispatched(globals(), _np, asarray)
+
+# Always these modules, not NumPy's (``from numpy import *`` bound those names, which
+# ``from . import linalg`` would then return).
+linalg, fft, random = (_importlib.import_module(f'{__name__}.{m}') for m in ('linalg', 'fft', 'random'))

@@ -1,9 +1,9 @@
 """Building and selecting arrays: linspace/logspace/geomspace with tracked end points,
 meshgrid, select, piecewise, choose, partition, nan_to_num, rollaxis, dsplit, block,
-diagflat, resize, delete, compress, extract, apply_along_axis, apply_over_axes, the
-weighted counts bincount/histogram (w.r.t. the weights), and NumPy's in-place
-writers (put, place, putmask, copyto, fill_diagonal, put_along_axis) on tracked
-arrays.
+diagflat, resize, insert, delete, compress, extract, apply_along_axis, apply_over_axes,
+the weighted counts bincount/histogram/histogram2d/histogramdd (w.r.t. the weights),
+and NumPy's in-place writers (put, place, putmask, copyto, fill_diagonal,
+put_along_axis) on tracked arrays.
 
 All are composites.  Value-dependent choices (partition's order, piecewise's and
 select's masks, histogram's bins) are NumPy functions of the values, recorded on a
@@ -11,12 +11,14 @@ tape, so a replay recomputes them.  The in-place writers record a new value and
 point the tracked array at it, as ``x[i] = v`` does; a plain destination cannot
 hold a tracked value and is refused.
 """
+import builtins
+import math
 import operator
 
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from ..registry import Primitive, defcomposite
+from ..registry import Primitive, defcomposite, nondifferentiable
 from ..values import Tracked, apply, call_nondiff
 from .indexing import scatter_add
 
@@ -256,6 +258,29 @@ def _delete(arr, obj, axis=None):
     return _keep_along(arr, keep, axis)
 
 
+def _insert_labels(shape, obj, values_shape, axis):
+    """Where each element of ``np.insert``'s result comes from: ``k >= 0`` is element
+    ``k`` of ``arr`` (flat), ``-1 - k`` element ``k`` of ``values`` (flat).  NumPy's own
+    insert on these labels, so every rule of NumPy's (broadcast values, several
+    positions, a flattened ``axis=None``) is NumPy's.  Plain: a function of shapes."""
+    size = math.prod(shape)
+    labels = np.arange(size).reshape(shape)
+    return np.insert(labels, obj, -1 - np.arange(math.prod(values_shape)).reshape(values_shape),
+                     axis)
+
+
+nondifferentiable(_insert_labels)
+
+
+def _insert(arr, obj, values, axis=None):
+    if not isinstance(values, Tracked):
+        values = np.asarray(values)
+    obj = obj if isinstance(obj, (slice, int, np.integer)) else np.asarray(obj)
+    labels = call_nondiff(_insert_labels, (np.shape(arr), obj, np.shape(values), axis), {})
+    pool = np.concatenate([np.ravel(arr), np.ravel(values).astype(np.result_type(arr))])
+    return np.take(pool, np.where(labels >= 0, labels, np.size(arr) - 1 - labels))
+
+
 def _compress(condition, a, axis=None, out=None):
     if out is not None:
         raise TypeError('np.compress(..., out=...) cannot write a tracked result into an array')
@@ -346,20 +371,67 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
     return counts, edges
 
 
-def _histogramdd_plain(name, fn):
-    def impl(sample, *args, **kwargs):
-        weights = kwargs.get('weights', args[-1] if len(args) >= 4 else None)
-        if isinstance(weights, Tracked):
-            raise TypeError(f'np.{name} with tracked weights has no derivative rule; use '
-                            f'np.histogram per axis or np.bincount of np.ravel_multi_index')
-        return call_nondiff(fn, (sample,) + args, kwargs)
-    return impl
+defcomposite(np.insert, _insert)
+
+
+def _dd_edges(sample, bins, bounds, i):
+    """NumPy's bin edges of ``np.histogramdd`` along axis ``i``."""
+    return np.histogramdd(sample, bins, bounds)[1][i]
+
+
+def _dd_flat(sample, *edges):
+    """The flat bin of each sample in the histogram with an outlier bin at both ends of
+    every axis, as NumPy counts (the right edge in the last bin, NaN and outliers at the
+    ends)."""
+    try:
+        n, d = sample.shape
+    except (AttributeError, ValueError):
+        sample = np.atleast_2d(sample).T
+        n, d = sample.shape
+    counts = [np.searchsorted(edges[i], sample[:, i], side='right') for i in range(d)]
+    for i in range(d):
+        counts[i][sample[:, i] == edges[i][-1]] -= 1
+    return np.ravel_multi_index(counts, tuple(len(e) + 1 for e in edges))
+
+
+nondifferentiable(_dd_edges, _dd_flat)
+
+
+def _histogramdd(sample, bins=10, range=None, density=None, weights=None):
+    if not isinstance(weights, Tracked):
+        return call_nondiff(np.histogramdd, (sample, bins, range, density, weights), {})
+    d = len(sample) if type(sample) in (list, tuple) else \
+        np.shape(sample)[1] if np.ndim(sample) == 2 else 1
+    edges = [call_nondiff(_dd_edges, (sample, bins, range, i), {}) for i in builtins.range(d)]
+    flat = call_nondiff(_dd_flat, (sample, *edges), {})
+    full = tuple(np.shape(e)[0] + 1 for e in edges)
+    hist = _bincount(flat, weights, math.prod(full))
+    hist = np.reshape(hist, full)[(slice(1, -1),) * d]
+    if density:
+        total = np.sum(hist)
+        for i, e in enumerate(edges):
+            shape = [1] * d
+            shape[i] = np.shape(e)[0] - 1
+            hist = hist / np.reshape(np.diff(e), shape)
+        hist = hist / total
+    return hist, edges
+
+
+def _histogram2d(x, y, bins=10, range=None, density=None, weights=None):
+    try:
+        n = len(bins)
+    except TypeError:
+        n = 1
+    if n not in (1, 2):
+        bins = [np.asarray(bins), np.asarray(bins)]
+    hist, edges = _histogramdd([x, y], bins, range, density, weights)
+    return hist, edges[0], edges[1]
 
 
 defcomposite(np.bincount, _bincount)
 defcomposite(np.histogram, _histogram)
-defcomposite(np.histogramdd, _histogramdd_plain('histogramdd', np.histogramdd))
-defcomposite(np.histogram2d, _histogramdd_plain('histogram2d', np.histogram2d))
+defcomposite(np.histogramdd, _histogramdd)
+defcomposite(np.histogram2d, _histogram2d)
 
 
 # --------------------------------------------------------------------------

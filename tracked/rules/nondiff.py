@@ -44,6 +44,7 @@ nondifferentiable(
     # set operations: sorted distinct values and membership
     np.unique, np.unique_all, np.unique_counts, np.unique_inverse, np.unique_values,
     np.intersect1d, np.union1d, np.setdiff1d, np.setxor1d, np.isin,
+    *([np.in1d] if hasattr(np, 'in1d') else []),      # removed in NumPy 2.4
     # text, dtypes, dates, contraction plans
     np.array2string, np.array_repr, np.array_str, np.common_type, np.min_scalar_type,
     np.busday_count, np.busday_offset, np.is_busday, np.datetime_as_string, np.einsum_path,

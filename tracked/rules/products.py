@@ -13,6 +13,7 @@ NumPy does.
 import functools
 import operator
 import string
+import warnings
 
 import numpy as np
 
@@ -297,12 +298,27 @@ def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     if axis is not None:
         axisa = axisb = axisc = axis
     a, b = moveaxis(arr(a), axisa, -1), moveaxis(arr(b), axisb, -1)
-    if a.shape[-1] != 3 or b.shape[-1] != 3:
-        raise ValueError(f'np.cross on tracked values needs 3-vectors, got vector lengths '
-                         f'{a.shape[-1]} and {b.shape[-1]} (2-vectors are deprecated in NumPy 2; '
-                         f'pad them with a zero third component)')
+    if a.shape[-1] not in (2, 3) or b.shape[-1] not in (2, 3):
+        raise ValueError('incompatible dimensions for cross product\n'
+                         '(dimension must be 2 or 3)')
+    if a.shape[-1] == 2 or b.shape[-1] == 2:
+        # NumPy 2 still takes 2-vectors (deprecated): as 3-vectors with a zero third
+        # component, and only that component of the product when both are 2-vectors
+        warnings.warn('Arrays of 2-dimensional vectors are deprecated. Use arrays of '
+                      '3-dimensional vectors instead. (deprecated in NumPy 2.0)',
+                      DeprecationWarning, stacklevel=3)
+        both = a.shape[-1] == b.shape[-1] == 2
+        a, b = _as_3_vectors(a), _as_3_vectors(b)
+        if both:
+            return apply(_cross_last, (a, b), {})[..., 2]
     c = apply(_cross_last, (a, b), {})
     return moveaxis(c, -1, axisc)
+
+
+def _as_3_vectors(v):
+    if v.shape[-1] == 3:
+        return v
+    return np.concatenate([v, np.zeros(v.shape[:-1] + (1,), dtype_of(v))], axis=-1)
 
 
 defcomposite(np.cross, _cross)

@@ -21,6 +21,7 @@ from ..forward import batch_axes
 from ..registry import Primitive, defvjp, defcomposite, REDUCE, ACCUMULATE
 from ..tape import shape_of
 from ..values import apply
+from .matrices import conj, is_complex
 
 _NoValue = np._NoValue
 
@@ -30,8 +31,9 @@ _NoValue = np._NoValue
 # --------------------------------------------------------------------------
 
 def _axes(axis, ndim):
-    """The reduced axes as a sorted tuple of non-negative ints."""
-    if axis is None:
+    """The reduced axes as a sorted tuple of non-negative ints (none for a 0-d array,
+    which NumPy reduces with ``axis=0`` or ``-1`` as with ``None``)."""
+    if axis is None or not ndim:
         return tuple(range(ndim))
     if isinstance(axis, (tuple, list)):
         return tuple(sorted(normalize_axis_tuple(tuple(axis), ndim)))
@@ -72,6 +74,14 @@ def _safe(r):
     """``r`` with exact zeros replaced by one: divides without 0/0 (the result is
     multiplied by something that is zero there)."""
     return r + (r == 0)
+
+
+def _tangent_sum(t, w, axis, nd, keepdims):
+    """The tangent ``sum(w * t)`` over the reduced axes of a reduction whose derivative is
+    the weight ``w`` (shaped like its input of ``nd`` axes).  Axes count from the end,
+    so a leading axis of batched tangents stays: one function serves both forms."""
+    axes = tuple(i - nd for i in _axes(axis, nd))
+    return np.sum(t * w, axis=axes, keepdims=keepdims is not _NoValue and bool(keepdims))
 
 
 def _onehot(shape, axis, index, dtype):
@@ -146,13 +156,15 @@ def _linrec_fwd(a, b, axis, reverse):
 
 
 def _linrec_vjp_b(g, ans, a, b, axis, reverse):
-    # forward s[i] = b[i] + a[i] s[i-1]: gb[k] = g[k] + a[k+1] gb[k+1] (run backwards)
-    return _linrec(_shift(a, 1 if reverse else -1, axis), g, axis, not reverse)
+    # forward s[i] = b[i] + a[i] s[i-1]: gb[k] = g[k] + conj(a[k+1]) gb[k+1] (run
+    # backwards; holomorphic, so complex coefficients enter conjugated)
+    return _linrec(_shift(conj(a), 1 if reverse else -1, axis), g, axis, not reverse)
 
 
 def _linrec_vjp_a(g, ans, a, b, axis, reverse):
     # d s[i] / d a[m] = s[m-1] * (d s[i] / d b[m])
-    return _shift(ans, -1 if reverse else 1, axis) * _linrec_vjp_b(g, ans, a, b, axis, reverse)
+    return (conj(_shift(ans, -1 if reverse else 1, axis))
+            * _linrec_vjp_b(g, ans, a, b, axis, reverse))
 
 
 _linrec_prim = Primitive(_linrec_fwd, (_linrec_vjp_a, _linrec_vjp_b), name='linrec')
@@ -227,7 +239,7 @@ def _reduce_batched(fn):
         if rest or _masked(kw.get('where', True)):
             return NotImplemented
         kw.pop('where', None)
-        return fn(tangents[0], batch_axes(axis, nd) if nd else None, dtype, **kw)
+        return fn(tangents[0], batch_axes(axis, nd), dtype, **kw)
     return batched
 
 
@@ -239,15 +251,22 @@ def _nansum(a, axis=None, dtype=None, out=None, *rest, **kw):
     return np.nansum(a, axis, dtype, None, *rest, **kw)
 
 
+def _nansum_weight(a, where):
+    mask = a == a                               # False at NaN; a plain array
+    return mask & where if _masked(where) else mask
+
+
 def _nansum_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False, initial=None,
                 where=True):
-    mask = a == a                               # False at NaN; a plain array
-    if _masked(where):
-        mask = mask & where
-    return _keep(g, np.shape(a), axis, keepdims) * mask
+    return _keep(g, np.shape(a), axis, keepdims) * _nansum_weight(a, where)
 
 
-defvjp(np.nansum, _nansum_vjp, fn=_nansum)
+def _nansum_jvp(t, ans, a, axis=None, dtype=None, out=None, keepdims=False, initial=None,
+                where=True):
+    return _tangent_sum(t[0], _nansum_weight(a, where), axis, np.ndim(a), keepdims)
+
+
+defvjp(np.nansum, _nansum_vjp, fn=_nansum, jvp=_nansum_jvp, batched=_nansum_jvp)
 
 
 def _mean(a, axis=None, dtype=None, out=None, *rest, **kw):
@@ -275,17 +294,24 @@ def _nanmean(a, axis=None, dtype=None, out=None, *rest, **kw):
     return np.nanmean(a, axis, dtype, None, *rest, **kw)
 
 
-def _nanmean_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
+def _nanmean_weight(a, axis, where):
     shape = np.shape(a)
     mask = np.broadcast_to(a == a, shape)
     if _masked(where):
         mask = mask & where
     n = np.sum(mask, axis=_axes(axis, len(shape)), keepdims=True)
-    w = (mask / np.maximum(n, 1)).astype(a.dtype)
-    return _keep(g, shape, axis, keepdims) * w
+    return (mask / np.maximum(n, 1)).astype(a.dtype)
 
 
-defvjp(np.nanmean, _nanmean_vjp, fn=_nanmean)
+def _nanmean_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
+    return _keep(g, np.shape(a), axis, keepdims) * _nanmean_weight(a, axis, where)
+
+
+def _nanmean_jvp(t, ans, a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
+    return _tangent_sum(t[0], _nanmean_weight(a, axis, where), axis, np.ndim(a), keepdims)
+
+
+defvjp(np.nanmean, _nanmean_vjp, fn=_nanmean, jvp=_nanmean_jvp, batched=_nanmean_jvp)
 
 
 def _prod(a, axis=None, dtype=None, out=None, *rest, **kw):
@@ -293,22 +319,32 @@ def _prod(a, axis=None, dtype=None, out=None, *rest, **kw):
     return np.prod(a, axis, dtype, None, *rest, **kw)
 
 
-def _prod_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False,
-              initial=_NoValue, where=True):
+def _prod_weight(a, axis, initial, where):
+    """The partial derivatives of the product: of every element but one (exact at 0)."""
     shape = np.shape(a)
     x = a
     if _masked(where):
         mask = np.broadcast_to(where, shape)
         x = a * mask + ~mask          # masked-out elements count as 1
-    gx = _keep(g, shape, axis, keepdims) * _prod_others(x, _axes(axis, len(shape)))
+    w = _prod_others(x, _axes(axis, len(shape)))
     if initial is not _NoValue and initial is not None:
-        gx = gx * initial
-    if _masked(where):
-        gx = gx * mask
-    return gx
+        w = w * initial
+    return w * mask if _masked(where) else w
 
 
-defvjp(np.prod, _prod_vjp, fn=_prod)
+def _prod_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False,
+              initial=_NoValue, where=True):
+    # holomorphic: the cotangent times the conjugate of each partial derivative
+    return _keep(g, np.shape(a), axis, keepdims) * conj(_prod_weight(a, axis, initial, where))
+
+
+def _prod_jvp(t, ans, a, axis=None, dtype=None, out=None, keepdims=False,
+              initial=_NoValue, where=True):
+    return _tangent_sum(t[0], _prod_weight(a, axis, initial, where), axis, np.ndim(a),
+                        keepdims)
+
+
+defvjp(np.prod, _prod_vjp, fn=_prod, jvp=_prod_jvp, batched=_prod_jvp)
 
 
 # --------------------------------------------------------------------------
@@ -323,7 +359,7 @@ def _chooser(np_fn, name):
     return forward
 
 
-def _chooser_vjp(g, ans, a, axis=None, out=None, keepdims=False, initial=None, where=True):
+def _chooser_weight(ans, a, axis, keepdims, where):
     # Ties: the cotangent is split equally among all elements equal to the extremum
     # (as torch.amax and jax.numpy.max do), so the gradient of max(x, x) is 1/2 each
     # and sums to 1; the alternative (all to the first, like torch.max(dim)) depends
@@ -334,14 +370,23 @@ def _chooser_vjp(g, ans, a, axis=None, out=None, keepdims=False, initial=None, w
     if _masked(where):
         mask = mask & where
     n = np.sum(mask, axis=_axes(axis, len(shape)), keepdims=True)
-    w = (mask / np.maximum(n, 1)).astype(a.dtype)
-    return _keep(g, shape, axis, keepdims) * w
+    return (mask / np.maximum(n, 1)).astype(a.dtype)
+
+
+def _chooser_vjp(g, ans, a, axis=None, out=None, keepdims=False, initial=None, where=True):
+    return _keep(g, np.shape(a), axis, keepdims) * _chooser_weight(ans, a, axis, keepdims, where)
+
+
+def _chooser_jvp(t, ans, a, axis=None, out=None, keepdims=False, initial=None, where=True):
+    w = _chooser_weight(ans, a, axis, keepdims, where)
+    return _tangent_sum(t[0], w, axis, np.ndim(a), keepdims)
 
 
 for _fn, _name, _kernel in ((np.max, 'max', 'max'), (np.amax, 'amax', 'max'),
                             (np.min, 'min', 'min'), (np.amin, 'amin', 'min'),
                             (np.nanmax, 'nanmax', None), (np.nanmin, 'nanmin', None)):
-    defvjp(_fn, _chooser_vjp, fn=_chooser(_fn, _name), kernel=_kernel)
+    defvjp(_fn, _chooser_vjp, fn=_chooser(_fn, _name), kernel=_kernel, jvp=_chooser_jvp,
+           batched=_chooser_jvp)
 
 
 # --------------------------------------------------------------------------
@@ -380,8 +425,25 @@ def _std_vjp(g, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False,
     return gk * _centred_scaled(a, axis, ddof, correction, 1.0)
 
 
-defvjp(np.var, _var_vjp, fn=_moment(np.var, 'var'))
-defvjp(np.std, _std_vjp, fn=_moment(np.std, 'std'))
+def _moment_tangent(t, a, axis, ddof, correction, c, keepdims):
+    """``sum(Re(conj(w) t))`` with ``w = c (a - mean) / dof``: the tangent of var (c=2)."""
+    w = _centred_scaled(a, axis, ddof, correction, c)
+    out = _tangent_sum(t, conj(w), axis, np.ndim(a), keepdims)
+    return np.real(out) if is_complex(out) else out
+
+
+def _var_jvp(t, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *,
+             where=True, mean=None, correction=None):
+    return _moment_tangent(t[0], a, axis, ddof, correction, 2.0, keepdims)
+
+
+def _std_jvp(t, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *,
+             where=True, mean=None, correction=None):
+    return _moment_tangent(t[0], a, axis, ddof, correction, 1.0, keepdims) / _safe(ans)
+
+
+defvjp(np.var, _var_vjp, fn=_moment(np.var, 'var'), jvp=_var_jvp, batched=_var_jvp)
+defvjp(np.std, _std_vjp, fn=_moment(np.std, 'std'), jvp=_std_jvp, batched=_std_jvp)
 
 
 # --------------------------------------------------------------------------
@@ -397,26 +459,29 @@ def _cumulative(np_fn, name):
 
 
 def _lane(a, axis):
-    """(array, axis) along which a cumulative op ran: ``axis=None`` means flattened."""
-    if axis is None:
+    """(array, axis) along which a cumulative op ran: ``axis=None`` means flattened
+    (and so does any axis of a 0-d array: NumPy gives a 1-element result)."""
+    if axis is None or not np.ndim(a):
         return np.reshape(a, (-1,)), 0
     return a, normalize_axis_tuple(axis, np.ndim(a))[0]
 
 
 def _cumsum_vjp(g, ans, a, axis=None, dtype=None, out=None):
-    ax = 0 if axis is None else normalize_axis_tuple(axis, np.ndim(a))[0]
+    flat = axis is None or not np.ndim(a)
+    ax = 0 if flat else normalize_axis_tuple(axis, np.ndim(a))[0]
     gx = _reverse(np.cumsum(_reverse(g, ax), axis=ax), ax)
-    return np.reshape(gx, np.shape(a)) if axis is None else gx
+    return np.reshape(gx, np.shape(a)) if flat else gx
 
 
 def _cumprod_vjp(g, ans, a, axis=None, dtype=None, out=None):
     # d/dx[i] sum_k g[k] y[k] = (prod_{j<i} x[j]) * r[i],  r[i] = g[i] + x[i+1] r[i+1]:
-    # exact when x has zeros (no division by x).
+    # exact when x has zeros (no division by x).  Complex: the conjugates of the
+    # partial derivatives, r[i] = g[i] + conj(x[i+1]) r[i+1].
     x, ax = _lane(a, axis)
     shape = np.shape(x)
     before = _shift(ans, 1, ax) + _onehot(shape, ax, 0, x.dtype)
-    gx = before * _linrec(_shift(x, -1, ax), g, ax, reverse=True)
-    return np.reshape(gx, np.shape(a)) if axis is None else gx
+    gx = conj(before) * _linrec(_shift(conj(x), -1, ax), g, ax, reverse=True)
+    return np.reshape(gx, np.shape(a)) if axis is None or not np.ndim(a) else gx
 
 
 defvjp(np.cumsum, _cumsum_vjp, fn=_cumulative(np.cumsum, 'cumsum'), linear='joint')

@@ -269,6 +269,8 @@ def _unwrap(p, discont=None, axis=-1, *, period=2 * np.pi):
 defcomposite(np.diff, _diff)
 defcomposite(np.ediff1d, _ediff1d)
 defcomposite(np.trapezoid, _trapezoid)
+if hasattr(np, 'trapz'):                 # its old name, removed in NumPy 2.4
+    defcomposite(np.trapz, _trapezoid)
 defcomposite(np.gradient, _gradient)
 defcomposite(np.unwrap, _unwrap)
 

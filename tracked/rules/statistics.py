@@ -10,13 +10,16 @@ gradient in the data is exact for every method (a quantile is a weighted sum of 
 most two order statistics).  A tracked ``q`` gets its derivative from the
 continuous methods' positions (``(n - 1) * q`` for 'linear'); the discrete methods
 are piecewise constant in ``q``.  NaN-skipping forms count the non-NaN entries of
-each lane, which sort to the end.
+each lane, which sort to the end.  ``weights=`` (NumPy's 'inverted_cdf' only) picks
+one element by NumPy's cumulative weights: the gradient goes to that element; the
+result is piecewise constant in the weights and ``q``.
 """
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..registry import defcomposite, nondifferentiable
 from ..values import Tracked, call_nondiff
+from .matrices import is_complex
 
 try:
     from numpy.lib._function_base_impl import _QuantileMethods
@@ -136,17 +139,76 @@ def _quantiles(a, q, axis, method, keepdims, skip_nan):
     return out
 
 
+def _weighted_pick(lanes, weights, q, skip_nan):
+    """Index into each lane (last axis) of NumPy's weighted 'inverted_cdf' quantile ``q``
+    (shape ``Q + kept``): the first sorted element whose cumulative weight reaches ``q``
+    of the lane's total.  Plain: a NumPy function of the values, as NumPy computes it."""
+    nan = np.isnan(lanes)
+    if skip_nan:
+        weights = np.where(nan, 0.0, weights)          # NaNs sort last with no weight
+    order = np.argsort(lanes, axis=-1)
+    cdf = np.cumsum(np.take_along_axis(weights, order, axis=-1), axis=-1, dtype=np.float64)
+    total = cdf[..., -1:]
+    empty = np.all(nan, axis=-1, keepdims=True) if skip_nan else np.zeros_like(total, bool)
+    if np.any(~np.isfinite(total) | (total == 0) & ~empty):
+        raise ValueError('Weights included NaN, inf or were all zero.')
+    cdf = cdf / np.where(empty, 1.0, total)
+    if q.dtype.kind == 'f':
+        cdf = cdf.astype(q.dtype)
+    if np.any(cdf[..., 0] == 0):                       # leading zero weights: NumPy's -1
+        cdf[cdf == 0] = -1
+    qb = np.reshape(q, q.shape + (1,) * lanes.ndim)
+    pos = np.minimum(np.sum(cdf < qb, axis=-1), lanes.shape[-1] - 1)
+    order = np.broadcast_to(order, q.shape + order.shape)
+    return np.take_along_axis(order, pos[..., None], axis=-1)[..., 0]
+
+
+nondifferentiable(_weighted_pick)
+
+
+def _weighted_quantiles(name, a, q, axis, method, keepdims, weights, skip_nan):
+    """``np.quantile(..., method='inverted_cdf', weights=w)``: an element of ``a`` (its
+    gradient goes there), piecewise constant in ``q`` and the weights."""
+    if method != 'inverted_cdf':
+        raise ValueError(f"Only method 'inverted_cdf' supports weights. Got: {method}.")
+    shape = np.shape(a)
+    axes = None if axis is None else normalize_axis_tuple(axis, len(shape))
+    if np.shape(weights) != shape:
+        if axes is None:
+            raise TypeError('Axis must be specified when shapes of a and weights differ.')
+        if np.shape(weights) != tuple(shape[i] for i in axes):
+            raise ValueError('Shape of weights must be consistent with shape of a along '
+                             'specified axis.')
+        weights = np.reshape(np.transpose(weights, np.argsort(axes)),
+                             tuple(s if i in axes else 1 for i, s in enumerate(shape)))
+        weights = np.broadcast_to(weights, shape)
+    if np.any(weights < 0):
+        raise ValueError('Weights must be non-negative.')
+    lanes, kept, keep_shape = _to_last(a, axes)
+    wlanes = _to_last(weights, axes)[0]
+    qa = q if isinstance(q, Tracked) else np.asanyarray(q)
+    idx = call_nondiff(_weighted_pick, (lanes, wlanes, qa, skip_nan), {})
+    out = _gather(lanes, idx)
+    nan = np.isnan(lanes)
+    lane_nan = np.all(nan, axis=-1) if skip_nan else np.any(nan, axis=-1)
+    out = np.where(lane_nan, np.nan, out)
+    if keepdims:
+        out = np.reshape(out, np.shape(q) + keep_shape)
+    return out
+
+
 def _quantile_impl(name, scale, skip_nan):
     def impl(a, q, axis=None, out=None, overwrite_input=False, method='linear',
              keepdims=False, *, weights=None, interpolation=None):
         _check_out(name, out)
-        if weights is not None:
-            raise TypeError(f'np.{name}(..., weights=...) is not supported on tracked values')
         if interpolation is not None:
             method = interpolation
         if not isinstance(q, Tracked):
             q = np.asanyarray(q)
-        return _quantiles(a, q if scale == 1 else q / scale, axis, method, keepdims, skip_nan)
+        q = q if scale == 1 else q / scale
+        if weights is not None:
+            return _weighted_quantiles(name, a, q, axis, method, keepdims, weights, skip_nan)
+        return _quantiles(a, q, axis, method, keepdims, skip_nan)
     impl.__name__ = name
     return impl
 
@@ -205,7 +267,8 @@ def _nanmoment(name, root):
         n = call_nondiff(np.sum, (ok,), {'axis': axis, 'keepdims': True})
         centred = (x - np.sum(x, axis=axis, keepdims=True) / np.maximum(n, 1)) * ok
         dof = call_nondiff(np.sum, (ok,), {'axis': axis, 'keepdims': keep}) - ddof
-        var = np.sum(centred * centred, axis=axis, keepdims=keep)
+        sq = np.real(centred * np.conj(centred)) if is_complex(centred) else centred * centred
+        var = np.sum(sq, axis=axis, keepdims=keep)      # |x - mean|^2, as NumPy's
         var = np.where(dof > 0, var / np.where(dof > 0, dof, 1), np.nan)   # NumPy's nan
         if dtype is not None:
             var = np.astype(var, dtype)

@@ -8,7 +8,8 @@ every other method call to ``UFUNC_METHODS[method](ufunc, *inputs, **kwargs)``,
 registered here.  Each is a composite of the ufunc's own rule: ``outer`` broadcasts,
 ``reduce``/``accumulate`` fold along the axis (one entry per element: exact for any
 binary ufunc; log-sum-exp and running maxima have vectorised forms), ``at`` is a
-scatter-add for add/subtract and a read-modify-write elsewhere, ``reduceat`` reduces
+scatter-add for add/subtract and a read-modify-write elsewhere (once per occurrence of
+a repeated index, as NumPy does), ``reduceat`` reduces
 each segment.  Methods of non-differentiable ufuncs (``np.less.outer``,
 ``np.logical_or.reduce``) give plain results.
 """
@@ -164,6 +165,24 @@ def _outer(ufunc, a, b, **kwargs):
     return ufunc(np.reshape(a, np.shape(a) + (1,) * np.ndim(b)), b, **kwargs)
 
 
+def _occurrences(shape, indices):
+    """The flat positions ``indices`` select in an array of ``shape`` (the shape of
+    ``a[indices]``), and each one's occurrence number: 0 where a position is met first,
+    1 the second time, ...  Plain: a NumPy function of the index."""
+    pos = np.arange(math.prod(shape)).reshape(shape)[indices]
+    flat = np.ravel(pos)
+    order = np.argsort(flat, kind='stable')
+    ranked = flat[order]
+    first = np.r_[0, np.flatnonzero(ranked[1:] != ranked[:-1]) + 1]
+    starts = np.repeat(first, np.diff(np.r_[first, flat.size]))
+    rank = np.empty(flat.size, np.intp)
+    rank[order] = np.arange(flat.size) - starts
+    return pos, rank.reshape(pos.shape)
+
+
+nondifferentiable(_occurrences)
+
+
 def _at(ufunc, a, indices, b=None):
     """``ufunc.at(a, indices, b)`` on a tracked ``a``, in place (a new tape entry that the
     box of ``a`` then points to, as ``a[i] += b`` does)."""
@@ -177,11 +196,24 @@ def _at(ufunc, a, indices, b=None):
     if ufunc in (np.add, np.subtract):    # repeated indices accumulate, as in NumPy
         vals = b if ufunc is np.add else -b
         new = a + scatter_add(np.broadcast_to(vals, np.shape(a[indices])), indices, np.shape(a))
-    else:
-        # read, apply, write: a repeated index is refused by the write (NumPy would apply
-        # the ufunc once per occurrence)
+        a._mutate(new)
+        return
+    pos, rank = call_nondiff(_occurrences, (np.shape(a), indices), {})
+    rounds = int(np.max(rank)) + 1 if np.size(rank) else 0
+    if rounds <= 1:                       # no position twice: read, apply, write
         new = a + 0.0
         new[indices] = ufunc(a[indices]) if ufunc.nin == 1 else ufunc(a[indices], b)
+        a._mutate(new)
+        return
+    # NumPy applies the ufunc once per occurrence, in order: round k applies the k-th
+    # occurrence of every position (distinct positions within a round), exact for any ufunc.
+    new = a + 0.0
+    vals = None if ufunc.nin == 1 else np.ravel(np.broadcast_to(b, np.shape(pos)))
+    pos, rank = np.ravel(pos), np.ravel(rank)
+    for k in range(rounds):
+        take = rank == k
+        where = np.unravel_index(pos[take], np.shape(a))
+        new[where] = ufunc(new[where]) if vals is None else ufunc(new[where], vals[take])
     a._mutate(new)
 
 

@@ -19,7 +19,6 @@ def _mark(table, reason, *funs):
 
 _mark(UNSUPPORTED, 'writes a file: save tr.data(x)',
       np.save, np.savetxt, np.savez, np.savez_compressed)
-_mark(UNSUPPORTED, 'not yet: build the array with np.concatenate of slices', np.insert)
 
 _mark(UNDISPATCHED, 'builds an array from sizes (a tracked integer is read as its value)',
       np.arange, np.empty, np.eye, np.identity, np.ones, np.zeros, np.tri, np.indices,
@@ -33,7 +32,9 @@ _mark(UNDISPATCHED, 'computes with np.i0, which has a rule (a tracked beta diffe
       np.kaiser)
 _mark(UNDISPATCHED, 'calls the function on index arrays: differentiable where it is',
       np.fromfunction)
-_mark(UNDISPATCHED, 'deprecated alias of np.vstack, which has a rule', np.row_stack)
+# (removed in NumPy 2.5: ``import tracked`` must not depend on it)
+if hasattr(np, 'row_stack'):
+    _mark(UNDISPATCHED, 'deprecated alias of np.vstack, which has a rule', np.row_stack)
 _mark(UNDISPATCHED, 'makes an object-dtype ufunc of a Python function (no rule)', np.frompyfunc)
 _mark(UNDISPATCHED, 'reads files or buffers', np.frombuffer, np.fromfile, np.fromiter,
       np.fromregex, np.fromstring, np.genfromtxt, np.load, np.loadtxt, np.from_dlpack)

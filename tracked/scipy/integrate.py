@@ -14,7 +14,10 @@ integrates the forward sensitivities ``dv/dt = df/dy v + df/dp dp`` with tracked
 forward mode on ``f``.  Both are integrations by the same primitive with an
 augmented right-hand side, so derivatives nest to any order, and a recorded tape
 re-runs SciPy's solver on replay.  Gradients are as accurate as the solver's
-tolerances (``rtol``/``atol``) allow.  The output times ``t`` carry no gradient.
+tolerances (``rtol``/``atol``) allow.  The output times are differentiable too
+(``odeint``'s ``t``, ``solve_ivp``'s ``t_span`` and ``t_eval``): an output moves with
+its time along ``f``, and the start time moves every later output (as
+``autograd.scipy.integrate.odeint``'s, but exact for a time-dependent ``f``).
 
 A right-hand side that uses a tracked value it does not receive as an argument (a
 closure over a parameter) cannot be differentiated this way: it raises a
@@ -118,10 +121,11 @@ def _integrate_fwd(z, t, problem):
     return problem.solve(z, t)
 
 
-def _integrate_vjp(g, ans, z, t, problem):
-    # Backwards from the last output time: the adjoint a starts at the last cotangent
-    # and collects each earlier one on the way; the state restarts from the forward
-    # solution at each output time (no drift from integrating it backwards).
+def _adjoint_start(g, ans, z, t, problem):
+    """The cotangent of the packed ``z = [y0, p...]``: the adjoint integrated backwards
+    from the last output time, collecting each earlier cotangent on the way (the state
+    restarts from the forward solution at each output time: no drift from integrating
+    it backwards)."""
     n = problem.n
     aug = problem.adjoint()
     theta = z[n:]
@@ -134,15 +138,46 @@ def _integrate_vjp(g, ans, z, t, problem):
     return _pack([a, ap])
 
 
+def _integrate_vjp(g, ans, z, t, problem):
+    return _adjoint_start(g, ans, z, t, problem)
+
+
+def _rates(ans, z, t, problem):
+    """``f(y(t_i), t_i)`` at every output time: the derivative of each output in its time."""
+    params = problem.split(z)[1]
+    return np.stack([problem.rhs(ans[i], t[i], params) for i in range(np.shape(t)[0])])
+
+
+def _integrate_t_vjp(g, ans, z, t, problem):
+    # Moving t_i (i >= 1) moves output i along f; moving t_0 starts the same state
+    # earlier or later: every later output moves by -Phi(t_i, t_0) f(y0, t_0), whose
+    # weighted sum is the adjoint at t_0 (without output 0's own cotangent: y(t_0) is
+    # y0 whatever t_0 is) against f(y0, t_0).  Exact for a time-dependent f too.
+    rates = _rates(ans, z, t, problem)
+    per_output = np.sum(g * rates, axis=1)
+    if np.shape(t)[0] < 2:
+        return per_output * 0.0
+    adjoint0 = _adjoint_start(g, ans, z, t, problem)[:problem.n] - g[0]
+    first = -np.sum(adjoint0 * rates[0])
+    return np.concatenate([np.reshape(first, (1,)), per_output[1:]])
+
+
 def _integrate_jvp(tangents, ans, z, t, problem):
+    # Forward sensitivities from v(t_0) = dy0 - f(y0, t_0) dt_0, plus f(y(t_i), t_i) dt_i
+    # for the moved output times (see _integrate_t_vjp).
     n = problem.n
-    tz = tangents[0]
-    z2 = _pack([z[:n], tz[:n], z[n:], tz[n:]])
-    return _integrate(problem.sensitivity(), z2, t)[:, n:]
+    tz, tt = tangents[0], tangents[1]
+    if tz is None:
+        tz = np.zeros(np.shape(z))
+    rates = None if tt is None else _rates(ans, z, t, problem)
+    v0 = tz[:n] if tt is None else tz[:n] - rates[0] * tt[0]
+    z2 = _pack([z[:n], v0, z[n:], tz[n:]])
+    out = _integrate(problem.sensitivity(), z2, t)[:, n:]
+    return out if tt is None else out + rates * np.reshape(tt, (-1, 1))
 
 
-_INTEGRATE = Primitive(_integrate_fwd, (_integrate_vjp, None, None), name='scipy.integrate',
-                       jvp=_integrate_jvp)
+_INTEGRATE = Primitive(_integrate_fwd, (_integrate_vjp, _integrate_t_vjp, None),
+                       name='scipy.integrate', jvp=_integrate_jvp)
 
 
 def _integrate(problem, z, t):
@@ -203,7 +238,16 @@ def _solve(rhs_of, y0, t, args, solver):
     y0 = np.ravel(y0)
     problem = _Problem(rhs, np.shape(y0)[0], shapes, solver)
     z = _pack([y0] + params) if params else y0
-    return _integrate(problem, z, np.asarray(t, dtype=float))
+    return _integrate(problem, z, _times(t))
+
+
+def _times(t):
+    """The output times as an array: tracked when any of them is (a list [0.0, T] too)."""
+    if isinstance(t, Tracked):
+        return t
+    if type(t) in (list, tuple) and any(isinstance(v, Tracked) for v in t):
+        return np.stack([v if isinstance(v, Tracked) else np.asarray(v, dtype=float) for v in t])
+    return np.asarray(t, dtype=float)
 
 
 class OdeResult(dict):
@@ -253,12 +297,21 @@ def solve_ivp(fun, t_span, y0, method='RK45', t_eval=None, dense_output=False, e
     if t_eval is None:
         # The solver's own steps for these values, held fixed; a tuple, so that a
         # recorded tape guards them (a replay that would step elsewhere is refused).
-        t_eval = call(_solver_steps, fun, tuple(t_span), y0, args, method, options)
-    t = np.asarray(t_eval, dtype=float)
+        # With a tracked span they are held at fixed fractions of it, so that the last
+        # output moves with t_span[1] (its derivative there is f).
+        steps = np.asarray(call(_solver_steps, fun, tuple(t_span), y0, args, method, options))
+        if any(isinstance(v, Tracked) for v in t_span):
+            frac = (steps - steps[0]) / (steps[-1] - steps[0]) if steps.size > 1 else steps * 0.0
+            t = t_span[0] + (t_span[1] - t_span[0]) * frac
+        else:
+            t = steps
+    else:
+        t = _times(t_eval)
     # y0 is the state at t_span[0], which t_eval need not hold: integrate from there
-    start = float(t_span[0])
-    first = t.size == 0 or t[0] != start
-    ys = _solve(rhs_of, y0, np.concatenate([[start], t]) if first else t, args, solver)
+    start = t_span[0]
+    first = np.shape(t)[0] == 0 or bool(t[0] != start)
+    ys = _solve(rhs_of, y0, np.concatenate([np.reshape(_times([start]), (1,)), t]) if first
+                else t, args, solver)
     if first:
         ys = ys[1:]
     return OdeResult(t=t, y=np.swapaxes(ys, 0, 1), sol=None, t_events=None, y_events=None,
