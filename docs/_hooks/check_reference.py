@@ -2,8 +2,9 @@
 new public name without either fails the strict build.
 
 Public names are ``tracked.__all__``, the ``__all__`` of the public submodules that are
-not re-exported at the top level (``tracked.distributed``, ``tracked.scipy.*``), and the
-functions ``tracked.numpy`` defines itself (its other names are NumPy's own objects).
+not re-exported at the top level (``tracked.autograd``, ``tracked.distributed``,
+``tracked.scipy.*``), and the functions ``tracked.numpy`` defines itself (its other
+names are NumPy's own objects).
 A function or class needs a ``::: module.NAME`` entry in docs/reference/; any other
 object (a distribution of ``tracked.scipy.stats``, ``tracked.numpy.r_``, a re-exported
 ufunc) cannot carry a docstring of its own, and must be named in the text of a
@@ -20,8 +21,9 @@ import types
 
 log = logging.getLogger('mkdocs.hooks.check_reference')
 
-SUBMODULES = ('tracked.distributed', 'tracked.scipy.special', 'tracked.scipy.stats',
-              'tracked.scipy.linalg', 'tracked.scipy.signal', 'tracked.scipy.integrate')
+SUBMODULES = ('tracked.autograd', 'tracked.distributed', 'tracked.scipy.special',
+              'tracked.scipy.stats', 'tracked.scipy.linalg', 'tracked.scipy.signal',
+              'tracked.scipy.integrate')
 CONTAINERS = ('tracked.numpy', 'tracked.scipy') + SUBMODULES   # documented as modules too
 
 

@@ -6,14 +6,15 @@ SciPy's names, signatures and results (shape parameters, then ``loc`` and ``scal
 positional or by keyword; frozen forms ``norm(mu, sigma).logpdf(x)``; ``-inf``/0/1
 outside the support, nan for an invalid parameter) and are written with NumPy and
 ``scipy.special`` operations, so they are differentiable in every argument to any
-order, in forward mode and on recorded tapes.  Any other method (``rvs``, ``ppf``,
-``fit``, ``mean``, ...) and any other name of ``scipy.stats`` is SciPy's own (plain
-values).
+order, in forward mode and on recorded tapes.  The quantiles ``ppf`` and ``isf`` of
+every continuous distribution are differentiable in ``q``, ``loc``, ``scale`` and the
+shape parameters where ``cdf`` is.  Any other method (``rvs``, ``fit``, ``mean``, ...)
+and any other name of ``scipy.stats`` is SciPy's own (plain values).
 
-Distribution functions (``cdf``/``sf`` and their logs) of the gamma, beta, chi2 and t
-distributions have no gradient in their shape parameters (the incomplete gamma and
-beta functions have none in ``a``/``b``: see ``tracked/rules/scipy_special.py``);
-every density does.
+Distribution functions (``cdf``/``sf`` and their logs) and quantiles of the gamma,
+beta, chi2 and t distributions have no gradient in their shape parameters (the
+incomplete gamma and beta functions and their inverses have none in ``a``/``b``: see
+``tracked/rules/scipy_special.py``); every density does.
 """
 import math
 
