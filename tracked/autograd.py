@@ -1,10 +1,12 @@
 """``tracked.autograd``: HIPS autograd's function transformations, on tracked's tape.
 
-For a program written against autograd, the imports are all that change::
+For a program written against autograd, the imports are all that change:
 
-    import autograd.numpy as np              ->  import tracked.numpy as np
-    from autograd import grad, value_and_grad ->  from tracked.autograd import grad, value_and_grad
-    from autograd.scipy.special import gammaln -> from tracked.scipy.special import gammaln
+```python
+import tracked.numpy as np                        # was: import autograd.numpy as np
+from tracked.autograd import grad, value_and_grad  # was: from autograd import ...
+from tracked.scipy.special import gammaln         # was: from autograd.scipy.special ...
+```
 
 As autograd's, ``grad(fun, argnum=0)`` returns a function; it differentiates argument
 ``argnum`` (an int, or a tuple of them for a tuple of gradients), the other arguments

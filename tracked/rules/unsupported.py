@@ -23,7 +23,10 @@ _mark(UNSUPPORTED, 'writes a file: save tr.data(x)',
 _mark(UNDISPATCHED, 'builds an array from sizes (a tracked integer is read as its value)',
       np.arange, np.empty, np.eye, np.identity, np.ones, np.zeros, np.tri, np.indices,
       np.diag_indices, np.tril_indices, np.triu_indices, np.mask_indices,
-      np.bartlett, np.blackman, np.hamming, np.hanning, np.fft.fftfreq, np.fft.rfftfreq)
+      np.bartlett, np.blackman, np.hamming, np.hanning)
+_mark(UNDISPATCHED, 'not dispatched, yet differentiable in d: NumPy computes k / (n * d) with '
+      'arithmetic on d, which is recorded as such (n is a size)', np.fft.fftfreq,
+      np.fft.rfftfreq)
 _mark(UNDISPATCHED, 'converts with np.asarray, which refuses a tracked value: use np.stack '
       '(or tracked.numpy)', np.array, np.asarray, np.asanyarray, np.ascontiguousarray,
       np.asfortranarray, np.asarray_chkfinite, np.asmatrix, np.bmat, np.require)
