@@ -6,7 +6,6 @@ run (the machine is noisy: absolute times are not comparable between runs).
 """
 import ctypes
 import importlib
-import os
 import time
 
 import numpy as np

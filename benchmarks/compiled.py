@@ -7,11 +7,6 @@ one call) with the default call, which allocates the gradient, and with ``out=``
 all timed in interleaved rounds; then ``jax.jit`` when JAX is installed.  Start-up
 and compile times are in startup.py.
 """
-import os
-import subprocess
-import sys
-import tempfile
-
 import numpy as np
 from numba import njit
 

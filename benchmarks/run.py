@@ -14,7 +14,8 @@ import sys
 # One thread per library, set before NumPy (and its BLAS) is first imported.
 for _var in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS', 'NUMBA_NUM_THREADS'):
     os.environ.setdefault(_var, '1')
-os.environ.setdefault('XLA_FLAGS', '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1')
+os.environ.setdefault('XLA_FLAGS',
+                      '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1')
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # this checkout's tracked, not an installed one (an editable install points elsewhere)

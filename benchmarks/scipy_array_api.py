@@ -85,7 +85,10 @@ import scipy.special as sp             # noqa: E402
 import scipy.stats as st               # noqa: E402
 print('scipy', scipy.__version__)
 rng = np.random.default_rng(0)
-x = rng.standard_normal(6); X = rng.standard_normal((4, 3)); A = X[:3] + 3 * np.eye(3); S = A @ A.T
+x = rng.standard_normal(6)
+X = rng.standard_normal((4, 3))
+A = X[:3] + 3 * np.eye(3)
+S = A @ A.T
 probes = {
  'special.logsumexp': lambda x: sp.logsumexp(x),
  'special.logsumexp(b=)': lambda x: sp.logsumexp(x, b=np.arange(1.0, 7.0)),

@@ -115,8 +115,8 @@ def run(report, wanted):
         with tempfile.TemporaryDirectory() as d:
             cold = measure(name, 'tiered', d)
             warm = measure(name, 'tiered', d)
-            other = [measure('MLP', 'tiered', d, hidden=48), measure('MLP', 'tiered', d, batch=50)] \
-                if name == 'MLP' else []
+            other = ([measure('MLP', 'tiered', d, hidden=48),
+                      measure('MLP', 'tiered', d, batch=50)] if name == 'MLP' else [])
         with tempfile.TemporaryDirectory() as d:
             fg_cold = measure(name, 'foreground', d)
             fg_warm = measure(name, 'foreground', d)

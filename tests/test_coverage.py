@@ -59,7 +59,8 @@ def test_one_status_each():
 @pytest.mark.parametrize('call', [lambda x: np.save(os.devnull, x),
                                   lambda x: np.savetxt(os.devnull, x)])
 def test_unsupported_raise_the_no_rule_error_with_the_reason(call):
-    with pytest.raises(TypeError, match=r'no derivative rule for np.(save|savetxt) \(writes'):
+    with pytest.raises(TypeError,
+                       match=r'no derivative rule for np.(save|savetxt) \(writes'):
         call(tr.param(np.array([1.0, 2.0, 3.0])))
 
 

@@ -62,7 +62,7 @@ def test_numpy_error_inside_an_operation():
 
 def test_exception_mid_recording_inside_vjp():
     def f(z):
-        y = np.sin(z) * z
+        np.sin(z) * z                   # records two operations, then fails
         raise Boom('inside vjp')
     with pytest.raises(Boom):
         vjp(f, np.array([1.0, 2.0]))

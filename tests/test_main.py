@@ -62,6 +62,6 @@ def test_readme_quick_start_runs(capsys):
     readme = (pathlib.Path(__file__).resolve().parent.parent / 'README.md').read_text()
     section = readme.split('## Quick start', 1)[1]
     code = re.search(r'```python\n(.*?)```', section, re.S).group(1)
-    assert len([l for l in code.splitlines() if l.strip()]) <= 14
+    assert len([line for line in code.splitlines() if line.strip()]) <= 14
     exec(compile(code, 'README.md quick start', 'exec'), {})
     assert 'accuracy 1.0' in capsys.readouterr().out

@@ -231,9 +231,9 @@ def test_train_matches_manual_loop():
     m1, m2 = nn.Dense(3, 1, rng=0), nn.Dense(3, 1, rng=0)
     s1, s2 = tr.setup(tr.Momentum(0.05), m1), tr.setup(tr.Momentum(0.05), m2)
     losses = tr.train(linear_loss, m1, data, s1, progress=False)
-    for (x, y), l in zip(data, losses):
+    for (x, y), loss in zip(data, losses):
         val, g = tr.withgradient(linear_loss, m2, x, y)
-        assert val == pytest.approx(l, rel=1e-14)
+        assert val == pytest.approx(loss, rel=1e-14)
         tr.update(s2, m2, g[0])
     np.testing.assert_allclose(m1.weight, m2.weight, rtol=1e-14)
 

@@ -55,7 +55,8 @@ def fd_hessian(f, x, eps=1e-4):
         return float(f(y.reshape(x.shape)))
     for i in range(n):
         for j in range(n):
-            H[i, j] = (at(eps, eps) - at(eps, -eps) - at(-eps, eps) + at(-eps, -eps)) / (4 * eps ** 2)
+            H[i, j] = ((at(eps, eps) - at(eps, -eps) - at(-eps, eps) + at(-eps, -eps))
+                       / (4 * eps ** 2))
     return H
 
 
@@ -97,7 +98,8 @@ def _spd(seed, n=3):
 
 
 X5 = [np.array([0.3, -1.2, 0.8, 2.0, -0.4])], [np.array([1.1, 0.5, -0.7, -1.5, 0.2])]
-X34 = [np.arange(12.0).reshape(3, 4) * 0.3 - 1.0], [np.arange(12.0)[::-1].reshape(3, 4) * 0.25 - 1.2]
+X34 = ([np.arange(12.0).reshape(3, 4) * 0.3 - 1.0],
+       [np.arange(12.0)[::-1].reshape(3, 4) * 0.25 - 1.2])
 X3 = [np.array([0.3, -1.2, 0.8])], [np.array([1.1, 0.5, -0.7])]
 W3 = np.array([1.0, 2.0, 3.0])
 

@@ -70,15 +70,19 @@ LINALG = ['{a} @ {b}', '{a} @ {a}.T', 'np.dot({a}, {b})', 'np.outer({a}, {b})',
           'np.linalg.cholesky(2.0 * np.eye({a}.shape[0]) + {a} @ {a}.T)',
           'np.einsum("ij,ij->i", {a}, {b})', 'np.kron({a}, {b})']
 SHAPE = ['{a}.reshape(-1)', '{a}.T', 'np.transpose({a})', '{a}[1:]', '{a}[::-1]', '{a}[..., 0]',
-         '{a}[0]', '{a}[[0, 0, 1]]', '{a}[:2] + {a}[-2:]', 'np.concatenate([{a}.ravel(), {b}.ravel()])',
+         '{a}[0]', '{a}[[0, 0, 1]]', '{a}[:2] + {a}[-2:]',
+         'np.concatenate([{a}.ravel(), {b}.ravel()])',
          'np.stack([{a}, {b}])', 'np.flip({a})', 'np.roll({a}, 1)', 'np.expand_dims({a}, 0)',
          'np.tile({a}, 2)', 'np.repeat({a}, 2)', 'np.broadcast_to({a}, (2,) + np.shape({a}))',
          'np.triu({a})', 'np.diagonal({a})', 'np.pad({a}, 1)', '{a}.ravel()[{b}.size - 1]',
          'np.hstack([{a}, {b}])', 'np.swapaxes({a}, 0, -1)', 'np.squeeze({a}[None])',
-         'SET', 'IADD', '{a}[::2, 1:]', 'np.split({a}, 2)[0]', 'np.atleast_2d({a}) @ np.atleast_2d({b}).T']
-INDEX = ['np.sort({a}, axis=-1)', 'np.sort({a}, axis=None)', '{a}.ravel()[np.argsort({a}, axis=None)]',
+         'SET', 'IADD', '{a}[::2, 1:]', 'np.split({a}, 2)[0]',
+         'np.atleast_2d({a}) @ np.atleast_2d({b}).T']
+INDEX = ['np.sort({a}, axis=-1)', 'np.sort({a}, axis=None)',
+         '{a}.ravel()[np.argsort({a}, axis=None)]',
          'np.take({a}, np.argmax({a}))', 'np.take({a}, np.argsort({b}, axis=None))',
-         '{a}.ravel()[np.argmax({b})]', 'np.take_along_axis({a}, np.argsort({b}, axis=-1), axis=-1)',
+         '{a}.ravel()[np.argmax({b})]',
+         'np.take_along_axis({a}, np.argsort({b}, axis=-1), axis=-1)',
          'np.repeat({a}.ravel(), np.argsort({a}, axis=None) + 1)', 'np.sum({a}[{a} > 0.0])',
          'np.take({a}, np.argmin({b}, axis=-1), axis=-1)', '{a}[np.argmax({a})]',
          'np.take({a}.ravel(), [2, 0, 1])']
@@ -131,8 +135,8 @@ def _evaluate(expr_lines, env):
 
 def _ok(v):
     v = np.asarray(v)
-    return v.dtype.kind == 'f' and v.size <= MAX_SIZE and v.size > 0 and bool(np.all(np.isfinite(v))) \
-        and float(np.max(np.abs(v))) < 1e3
+    return (v.dtype.kind == 'f' and v.size <= MAX_SIZE and v.size > 0
+            and bool(np.all(np.isfinite(v))) and float(np.max(np.abs(v))) < 1e3)
 
 
 @st.composite
@@ -145,7 +149,7 @@ def programs(draw, group):
     rng = np.random.default_rng(seed)
     x1 = [rng.uniform(-2.0, 2.0, s) for s in shapes]
     if draw(st.booleans()):
-        x2 = [x + rng.uniform(-0.05, 0.05, np.shape(x)) for x in x1]     # near: likely the same path
+        x2 = [x + rng.uniform(-0.05, 0.05, np.shape(x)) for x in x1]  # near: likely the same path
     else:
         x2 = [rng.uniform(-2.0, 2.0, s) for s in shapes]
     names = [f'x{i}' for i in range(n_in)]
@@ -168,8 +172,9 @@ def programs(draw, group):
         names.append(target)
     # the result: a sum over the last value, linear or not, plus maybe another term
     last = names[-1]
-    result = draw(st.sampled_from(['np.sum({a})', 'np.sum({a} * {a})', 'np.sum(np.sin({a}))',
-                                   'np.sum({a} * np.cos(np.arange(np.size({a}))).reshape(np.shape({a})))']))
+    result = draw(st.sampled_from([
+        'np.sum({a})', 'np.sum({a} * {a})', 'np.sum(np.sin({a}))',
+        'np.sum({a} * np.cos(np.arange(np.size({a}))).reshape(np.shape({a})))']))
     result = result.format(a=last)
     if len(names) > 1 and draw(st.booleans()):
         other = names[draw(st.integers(0, len(names) - 2))]
@@ -258,7 +263,8 @@ def check_eager(prog, x1, x2):
                 continue
             reverse = sum(float(np.sum(g * u)) for g, u in zip(grads, us))
             assert np.isclose(reverse, central, rtol=1e-5, atol=1e-5 * (1 + abs(central))), \
-                f'eager gradient along a random direction: {reverse!r}, finite differences {central!r}'
+                (f'eager gradient along a random direction: {reverse!r}, '
+                 f'finite differences {central!r}')
 
 
 def check_nested(prog, x1, x2):
@@ -281,7 +287,8 @@ def check_nested(prog, x1, x2):
         hv = np.zeros(np.shape(x[i])) if hv is None else np.asarray(hv)
         scale = max(1.0, float(np.max(np.abs(central), initial=0.0)))
         np.testing.assert_allclose(hv, central, rtol=1e-4, atol=1e-5 * scale,
-                                   err_msg=f'hvp at input {i} vs finite differences of the gradient')
+                                   err_msg=f'hvp at input {i} vs finite differences of the '
+                                           'gradient')
 
 
 def _replay(tape, prog, x1, x2, what):

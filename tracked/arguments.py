@@ -256,7 +256,9 @@ def check_scalar(v, who):
     >>> tr.arguments.check_scalar(np.ones(3), 'gradient')
     Traceback (most recent call last):
     ...
-    ValueError: gradient needs f to return a real scalar; f returned an array of shape (3,). Use jacobian(f, ...) for the derivative of every output, or pullback(f, ...) to weight the outputs with a cotangent.
+    ValueError: gradient needs f to return a real scalar; f returned an array of shape
+    (3,). Use jacobian(f, ...) for the derivative of every output, or pullback(f, ...) to
+    weight the outputs with a cotangent.
     """
     shape = getattr(v, 'shape', None)
     kind = getattr(getattr(v, 'dtype', None), 'kind', None)

@@ -131,7 +131,8 @@ def render():
     for prefix, mod in MODULES:
         lines += ['', f'## {prefix}', '', '| function | status | since | note |',
                   '|---|---|---|---|']
-        lines += [f'| `{q}` | {st} | {since} | {note} |' for q, st, note, since in rows(prefix, mod)]
+        lines += [f'| `{q}` | {st} | {since} | {note} |'
+                  for q, st, note, since in rows(prefix, mod)]
     lines += ['', '## Methods and classes', '', '| what | status | note |', '|---|---|---|']
     lines += [f'| `{w}` | {st} | {note} |' for w, st, note in OTHERS]
     return '\n'.join(lines) + '\n'

@@ -116,7 +116,8 @@ def _zero1(x):
 
 
 def zero_grad(x):
-    """``zero_grad(x)``: set the gradient buffers of a leaf or of a whole model to zero; returns ``x``.
+    """``zero_grad(x)``: set the gradient buffers of a leaf or of a whole model to zero;
+    returns ``x``.
 
     >>> import numpy as np, tracked as tr
     >>> m = [tr.param(np.ones(2))]

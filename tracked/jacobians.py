@@ -217,7 +217,8 @@ def _grad_of(f):
 
 
 def hessian(f, x):
-    """``hessian(f, x)``: ``H[i, j] = d^2 f / d x.ravel()[i] d x.ravel()[j]``; a scalar for scalar ``x``.
+    """``hessian(f, x)``: ``H[i, j] = d^2 f / d x.ravel()[i] d x.ravel()[j]``; a scalar for
+    scalar ``x``.
 
     Forward over reverse: one forward pass, carrying one tangent per element of ``x``,
     over the reverse-mode gradient.

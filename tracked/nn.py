@@ -15,8 +15,6 @@ import types
 
 import numpy as np
 
-from .values import plain
-
 __all__ = ['Dense', 'Embedding', 'Chain',
            'relu', 'sigmoid', 'tanh', 'softmax', 'logsoftmax', 'logsumexp',
            'mse', 'crossentropy', 'logitcrossentropy', 'onehot']
@@ -383,8 +381,8 @@ class Chain(Layer):
         return Chain(*self.layers[i]) if isinstance(i, slice) else self.layers[i]
 
     def __repr__(self):
-        inner = ', '.join(function_name(l) if isinstance(l, FUNCTION_TYPES) else repr(l)
-                          for l in self.layers)
+        inner = ', '.join(function_name(layer) if isinstance(layer, FUNCTION_TYPES)
+                          else repr(layer) for layer in self.layers)
         return f'Chain({inner})'
 
 

@@ -449,7 +449,8 @@ def _partial_vjp(d, nargs):
 
 
 def defcomposite(fun, impl):
-    """Register ``impl`` (written with other primitives) to run when ``fun`` meets tracked values."""
+    """Register ``impl`` (written with other primitives) to run when ``fun`` meets tracked
+    values."""
     RULES[fun] = impl
     return impl
 

@@ -357,7 +357,7 @@ def backward(root, seed, retain=False, private=False, sparse=False):
             if owned:
                 owned.discard(id(g))
             args = node.args
-            nxt = None      # the first parent this entry schedules skips the heap (chains)
+            nxt = nxt_g = None  # the first parent this entry schedules skips the heap (chains)
             if args is None:            # a leaf, or an entry released by an earlier back()
                 if node.prim is not None:
                     raise GraphReleasedError(

@@ -63,11 +63,12 @@ def gradcheck(f, *args, order=2, eps=1e-6, rtol=1e-5, atol=1e-6, seed=0):
 
     Each argument is checked along a random direction (and, for array outputs, a
     random output weighting); complex arguments and outputs along complex ones,
-    under the real inner product ``Re(sum(conj(a) * b))`` of ChainRules' convention.  Order 2 checks the gradient function itself the same
-    way, which exercises the backward pass recorded on an outer tape.  Arguments may
-    also be trees (dicts, lists, objects: each array or float leaf is checked) and
-    values that are passed unchecked (strings, functions, None, bools); beside such
-    arguments an integer scalar is a constant too (a size or an index).
+    under the real inner product ``Re(sum(conj(a) * b))`` of ChainRules' convention.
+    Order 2 checks the gradient function itself the same way, which exercises the
+    backward pass recorded on an outer tape.  Arguments may also be trees (dicts, lists,
+    objects: each array or float leaf is checked) and values that are passed unchecked
+    (strings, functions, None, bools); beside such arguments an integer scalar is a
+    constant too (a size or an index).
 
     >>> import numpy as np, tracked as tr
     >>> tr.gradcheck(lambda x: np.sum(np.sin(x) * x), np.array([0.5, -1.0, 2.0]))

@@ -689,7 +689,7 @@ def _paths(d, path, out):
         if out[d[1]] is None:
             out[d[1]] = path
     elif kind not in (STATIC, REF):
-        cls, aux, kids = d[1], d[2], d[3]
+        aux, kids = d[2], d[3]
         for i, k in enumerate(kids):
             step = (ITEM, aux[i]) if kind == DICT else (ATTR, aux[i]) if kind == OBJECT \
                 else (CHILD, i) if kind == NODE else (ITEM, i)

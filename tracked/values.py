@@ -264,8 +264,8 @@ _Primitive = registry.Primitive
 
 
 # A non-leaf node's ``views`` slot (unset until then) holds weak references to the
-# tracked views of its memory (``x[1:]``, ``x.T``, ...).  In-place writes are refused only while such a
-# view is still alive: a temporary view (``y[1] = y[0] * 2``) is gone by the time of
+# tracked views of its memory (``x[1:]``, ``x.T``, ...).  In-place writes are refused only
+# while such a view is still alive: a temporary view (``y[1] = y[0] * 2``) is gone by the time of
 # the write.  A permanent "viewed" mark was rejected: it refused that common idiom.
 def _note_view(parents, ref):
     for _, p in parents:
@@ -723,8 +723,9 @@ class Tracked:
 
     def __array_function__(self, func, types, args, kwargs):
         if kwargs.get('out') is not None:
-            raise TypeError(f'{registry.display_name(func)}(..., out=...) cannot write a tracked result '
-                            f'into an array; use y = {registry.display_name(func)}(...) instead')
+            name = registry.display_name(func)
+            raise TypeError(f'{name}(..., out=...) cannot write a tracked result into an '
+                            f'array; use y = {name}(...) instead')
         return call(func, *args, **kwargs)
 
     # -- operators ------------------------------------------------------------
@@ -1141,8 +1142,9 @@ def ufunc_call(ufunc, method, inputs, kwargs):
     """``__array_ufunc__`` beyond the eager fast path: every ufunc method on tracked
     values (``Dual`` values of forward mode come here directly)."""
     if kwargs.get('out') is not None:
-        raise TypeError(f'{registry.display_name(ufunc)}(..., out=...) cannot write a tracked '
-                        f'result into an array; use y = {registry.display_name(ufunc)}(...) instead')
+        name = registry.display_name(ufunc)
+        raise TypeError(f'{name}(..., out=...) cannot write a tracked result into an array; '
+                        f'use y = {name}(...) instead')
     if method == '__call__':
         if any(type(a) in _SEQUENCES for a in inputs):
             inputs = [_sequence_operand(a) if type(a) in _SEQUENCES else a for a in inputs]
@@ -1178,12 +1180,13 @@ def _ufunc_kwargs(ufunc, kwargs):
     kwargs = dict(kwargs)
     kwargs.pop('out', None)
     if kwargs.pop('subok', True) is not True or kwargs.pop('order', 'K') not in ('K', 'C', 'A'):
-        raise TypeError(f'{registry.display_name(ufunc)}: subok=/order= are not supported on tracked values')
+        raise TypeError(f'{registry.display_name(ufunc)}: subok=/order= are not supported on '
+                        f'tracked values')
     kwargs.pop('casting', None)
     dtype = kwargs.pop('dtype', None)
     if dtype is not None:
-        raise TypeError(f'{registry.display_name(ufunc)}(..., dtype=...) is not supported on tracked '
-                        f'values; convert with x.astype(dtype) first')
+        raise TypeError(f'{registry.display_name(ufunc)}(..., dtype=...) is not supported on '
+                        f'tracked values; convert with x.astype(dtype) first')
     return kwargs
 
 

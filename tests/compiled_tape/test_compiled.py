@@ -141,7 +141,8 @@ def test_compiled_custom_rule_is_recomputed():
     @tr.rule
     def cube(x):
         return x ** 3, lambda dy: (dy * 3 * x ** 2,)
-    tape = tr.compile(tr.GradientTape(lambda x: np.sum(cube(x)), np.array([1.0, 2.0])), background=False)
+    tape = tr.compile(tr.GradientTape(lambda x: np.sum(cube(x)), np.array([1.0, 2.0])),
+                      background=False)
     _close(tape.gradient(np.array([3.0, -1.0]))[0], [27.0, 3.0])
 
 
@@ -172,7 +173,8 @@ def test_auto_compiled_backend_caches_by_signature_and_follows_branches():
 _SUBPROCESS = r'''
 import numpy as np, tracked as tr
 from tracked.compiled_tape import cache
-tape = tr.compile(tr.GradientTape(lambda x: np.sum(np.exp(x) * 1.5 - x), np.ones(4)), background=False)
+tape = tr.compile(tr.GradientTape(lambda x: np.sum(np.exp(x) * 1.5 - x), np.ones(4)),
+                  background=False)
 assert np.allclose(tape.gradient(np.zeros(4))[0], 0.5)
 c = tape.compiled
 kernels = [getattr(__import__(k.name), k.name) for k in c.kernels]

@@ -131,7 +131,8 @@ def test_shape_dtype_and_structure_errors_name_expected_and_given():
     with pytest.raises(ValueError, match='1 arguments, got 2'):
         tape.gradient(np.ones(5), np.ones(5))
     tape2 = GradientTape(lambda d: np.sum(d['a']), {'a': np.ones(2)})
-    with pytest.raises(ValueError, match=r"expected \(\{'a': array\},\), given \(\{'b': array\},\)"):
+    with pytest.raises(ValueError,
+                       match=r"expected \(\{'a': array\},\), given \(\{'b': array\},\)"):
         tape2.gradient({'b': np.ones(2)})
 
 

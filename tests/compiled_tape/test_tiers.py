@@ -130,8 +130,9 @@ def test_two_processes_compiling_the_same_kernels_do_not_corrupt_the_cache(fresh
         assert p.returncode == 0, err.decode()
     # a third process loads every kernel from the cache and computes the right gradient
     here = str(__import__('pathlib').Path(__file__).parent)
-    r = subprocess.run([sys.executable, '-c', f'import sys; sys.path.insert(0, {here!r})\n' + _LOAD],
-                       capture_output=True, text=True, timeout=TIMEOUT)
+    code = f'import sys; sys.path.insert(0, {here!r})\n' + _LOAD
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                       timeout=TIMEOUT)
     assert r.returncode == 0, r.stderr
     hits, ok = r.stdout.split(']')
     assert set(json.loads(hits + ']')) == {1} and ok.strip() == 'True'

@@ -37,7 +37,8 @@ CASES = [
     case(np.linspace, (2,), (), kwargs=dict(num=3, axis=1)), case(np.linspace, (), (), const(1)),
     _cover(np.linspace, lambda a, b: joined(np.linspace(a, b, 4, retstep=True)), (), (),
            name='linspace(retstep)'),
-    case(np.logspace, (2,), (2,), const(4)), case(np.logspace, (), (), kwargs=dict(num=3, base=2.0)),
+    case(np.logspace, (2,), (2,), const(4)),
+    case(np.logspace, (), (), kwargs=dict(num=3, base=2.0)),
     case(np.geomspace, arg((2,), 0.5, 2.0), arg((2,), 3.0, 5.0), const(4)),
     case(np.geomspace, arg((), -2.0, -0.5), arg((), -5.0, -3.0), const(3), const(False)),
     _cover(np.meshgrid, lambda a, b: joined(np.meshgrid(a, b)), (3,), (4,), name='meshgrid(xy)'),
@@ -63,9 +64,12 @@ CASES = [
     case(np.diagflat, (3,)), case(np.diagflat, (2, 2), const(1)),
     case(np.resize, (3, 4), const((5, 3))), case(np.resize, (3,), const(7)),
     case(np.delete, (3, 4), const([0, 2]), const(1)), case(np.delete, (5,), const(1)),
-    case(np.insert, (3, 4), const(1), (4,), const(0)), case(np.insert, (5,), const([0, 2, 2]), (3,)),
-    case(np.insert, (3, 4), const([1, 3]), (), const(1)), case(np.insert, (5,), const(-1), const(2.0)),
-    case(np.insert, (3, 4), const(slice(1, 3)), (3, 1), const(1)), case(np.insert, (2, 3), const(4), ()),
+    case(np.insert, (3, 4), const(1), (4,), const(0)),
+    case(np.insert, (5,), const([0, 2, 2]), (3,)),
+    case(np.insert, (3, 4), const([1, 3]), (), const(1)),
+    case(np.insert, (5,), const(-1), const(2.0)),
+    case(np.insert, (3, 4), const(slice(1, 3)), (3, 1), const(1)),
+    case(np.insert, (2, 3), const(4), ()),
     case(np.compress, const([True, False, True]), (3, 4), const(0)),
     case(np.extract, const(M > 0), (3, 4)),
     _cover(np.apply_along_axis, lambda m: np.apply_along_axis(
@@ -125,7 +129,8 @@ def test_piecewise_functions_see_only_their_elements():
 
 def test_orders_and_masks_are_recomputed_on_a_tape():
     rng = np.random.default_rng(9)
-    f = lambda m: np.sum(np.partition(m, 1, axis=1)[:, 1] ** 2 + np.select([m > 0.5], [m ** 2], m).sum(1))
+    f = lambda m: np.sum(np.partition(m, 1, axis=1)[:, 1] ** 2
+                         + np.select([m > 0.5], [m ** 2], m).sum(1))
     tape = tr.GradientTape(f, rng.standard_normal((3, 4)))
     ctape = tr.compile(tape, background=False)
     for _ in range(3):

@@ -92,7 +92,8 @@ def test_case(c):
     lambda x: F.fft(x, 6, norm='ortho'), lambda x: F.ifft(x, axis=0),
     lambda x: F.rfft(x, 7), lambda x: F.irfft(x), lambda x: F.hfft(x, 5),
     lambda x: F.ihfft(x), lambda x: F.fft2(x, s=(2, 3)), lambda x: F.rfftn(x, norm='forward'),
-    lambda x: F.irfftn(x, s=(4, 4), axes=(0, 1)), lambda x: F.fftshift(x), lambda x: F.ifftshift(x, axes=0),
+    lambda x: F.irfftn(x, s=(4, 4), axes=(0, 1)), lambda x: F.fftshift(x),
+    lambda x: F.ifftshift(x, axes=0),
 ])
 def test_values_like_numpy(call):
     x = np.random.default_rng(0).standard_normal((4, 3))
@@ -103,7 +104,8 @@ def test_values_like_numpy(call):
 
 def test_parseval():
     # |fft(x, norm='ortho')|^2 sums to |x|^2: the gradient of the spectrum energy is 2x
-    x = np.random.default_rng(1).standard_normal(9) + 1j * np.random.default_rng(2).standard_normal(9)
+    x = (np.random.default_rng(1).standard_normal(9)
+         + 1j * np.random.default_rng(2).standard_normal(9))
     energy = lambda v: np.sum(np.abs(np.fft.fft(v, norm='ortho')) ** 2)
     np.testing.assert_allclose(grad(energy, x), 2 * x, rtol=1e-12)
     r = x.real

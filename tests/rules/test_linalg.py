@@ -205,7 +205,8 @@ def test_float32_preserved():
     a = (np.eye(3) * 4 + 0.1).astype(np.float32)
     for f in (np.linalg.inv, np.linalg.cholesky, lambda x: np.linalg.eigh(x)[1] ** 2,
               lambda x: np.einsum('ii->i', x), np.linalg.pinv, lambda x: np.linalg.svd(x)[1],
-              lambda x: np.linalg.qr(x)[0], lambda x: np.linalg.lstsq(x, np.ones(3, np.float32))[0]):
+              lambda x: np.linalg.qr(x)[0],
+              lambda x: np.linalg.lstsq(x, np.ones(3, np.float32))[0]):
         y, back = vjp(f, a)
         assert y.dtype == np.float32
         assert back(np.ones_like(y))[0].dtype == np.float32

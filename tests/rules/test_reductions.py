@@ -48,7 +48,8 @@ CASES = (
         case(np.sum, S2, kwargs=dict(dtype=np.float64)),
         case(np.mean, S2, kwargs=dict(where=np.array([[True], [False], [True]]), axis=0)),
         case(np.mean, S3, kwargs=dict(axis=()), name='mean(axis=())'),
-        case(np.prod, S2, const(1), const(None), const(None), const(True), name='prod(x,1,None,None,True)'),
+        case(np.prod, S2, const(1), const(None), const(None), const(True),
+             name='prod(x,1,None,None,True)'),
         case(np.prod, S2, kwargs=dict(axis=1, initial=1.5)),
         case(np.prod, S2, kwargs=dict(axis=0, where=np.array([True, False, True, True]))),
         case(np.prod, arg(None, values=ZEROS1), name='prod(one zero)'),
@@ -58,7 +59,8 @@ CASES = (
         case(np.prod, arg(None, values=ZEROS2), name='prod(zeros, all)'),
         case(np.prod, arg(None, values=[0.0]), name='prod([0])'),
         case(np.max, S2, kwargs=dict(axis=1, initial=-10.0)),
-        case(np.max, S2, kwargs=dict(axis=0, initial=-10.0, where=np.array([True, False, True, True]))),
+        case(np.max, S2,
+             kwargs=dict(axis=0, initial=-10.0, where=np.array([True, False, True, True]))),
         case(np.min, S3, const(-1), const(None), const(True), name='min(x,-1,None,True)'),
         case(np.nanmax, arg(None, values=[[1.0, np.nan, 3.0], [0.5, 2.0, np.nan]]),
              kwargs=dict(axis=1), name='nanmax(with nan)'),
@@ -78,8 +80,10 @@ CASES = (
         case(np.cumprod, S2, const(0)), case(np.cumprod, S3, kwargs=dict(axis=-1)),
         case(np.cumprod, S3, kwargs=dict(axis=1)),
         case(np.cumprod, arg(None, values=ZEROS1 + [0.0, 1.1]), name='cumprod(two zeros)'),
-        case(np.cumprod, arg(None, values=ZEROS2), kwargs=dict(axis=0), name='cumprod(zeros, axis=0)'),
-        case(np.cumprod, arg(None, values=ZEROS2), kwargs=dict(axis=1), name='cumprod(zeros, axis=1)'),
+        case(np.cumprod, arg(None, values=ZEROS2), kwargs=dict(axis=0),
+             name='cumprod(zeros, axis=0)'),
+        case(np.cumprod, arg(None, values=ZEROS2), kwargs=dict(axis=1),
+             name='cumprod(zeros, axis=1)'),
         case(np.cumprod, arg(None, values=[0.0, 0.0, 0.0]), name='cumprod(all zeros)'),
         # trace
         case(np.trace, S2), case(np.trace, (4, 4)), case(np.trace, S2, const(1)),
@@ -90,7 +94,7 @@ CASES = (
         # average
         case(np.average, S0), case(np.average, S1), case(np.average, S2, const(1)),
         case(np.average, S3, kwargs=dict(axis=(0, 2), keepdims=True)),
-        case(np.average, S2, const(1), arg((4,), 0.5, 2.0)),            # weights positional, tracked
+        case(np.average, S2, const(1), arg((4,), 0.5, 2.0)),    # weights positional, tracked
         case(np.average, S2, const(0), arg(S2, 0.5, 2.0)),
         case(np.average, S2, const(None), arg(S2, 0.5, 2.0)),
         case(np.average, S3, kwargs=dict(axis=(2, 0), weights=np.arange(1.0, 9.0).reshape(4, 2))),

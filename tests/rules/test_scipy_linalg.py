@@ -113,7 +113,8 @@ def test_solve_triangular_gradient_lives_on_its_triangle():
     (g,) = tr.gradient(lambda a: np.sum(tla.solve_triangular(a, np.ones(3), lower=True,
                                                             unit_diagonal=True)), A[:3, :3])
     assert np.all(np.triu(g) == 0)
-    (g,) = tr.gradient(lambda a: np.sum(tla.solve_triangular(a, np.ones(3))), A[:3, :3] + 3 * np.eye(3))
+    (g,) = tr.gradient(lambda a: np.sum(tla.solve_triangular(a, np.ones(3))),
+                       A[:3, :3] + 3 * np.eye(3))
     assert np.all(np.tril(g, -1) == 0) and np.all(np.diag(g) != 0)
 
 

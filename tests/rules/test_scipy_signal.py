@@ -52,7 +52,8 @@ def test_case(c):
 
 @pytest.mark.parametrize('mode', MODES)
 @pytest.mark.parametrize('s1, s2', SHAPES + [((2, 6), (2, 2))])
-@pytest.mark.parametrize('fn', ['convolve', 'correlate', 'convolve2d', 'correlate2d', 'fftconvolve'])
+@pytest.mark.parametrize('fn', ['convolve', 'correlate', 'convolve2d', 'correlate2d',
+                                'fftconvolve'])
 def test_values_match_scipy(fn, mode, s1, s2):
     if fn.endswith('2d') and len(s1) != 2:
         pytest.skip('2-d only')

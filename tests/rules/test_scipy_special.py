@@ -60,7 +60,8 @@ CASES = [
     *binary(sp.beta, 0.5, 3.0, 0.5, 3.0), *binary(sp.betaln, 0.5, 3.0, 0.5, 3.0),
     *binary(sp.poch, 0.5, 3.0, -0.4, 2.0),
     # incomplete gamma and beta functions, in x
-    *in_x(sp.gammainc, (1.5,), 0.2, 3.0), case(sp.gammainc, const(ORDERS + 0.5), arg((5,), 0.2, 3.0)),
+    *in_x(sp.gammainc, (1.5,), 0.2, 3.0),
+    case(sp.gammainc, const(ORDERS + 0.5), arg((5,), 0.2, 3.0)),
     *in_x(sp.gammaincc, (0.7,), 0.2, 3.0),
     *in_x(sp.gammaincinv, (2.5,), 0.1, 0.9), *in_x(sp.gammainccinv, (2.5,), 0.1, 0.9),
     *in_x(sp.betainc, (1.5, 2.5), 0.1, 0.9), *in_x(sp.betaincc, (0.7, 3.0), 0.1, 0.9),
@@ -131,7 +132,8 @@ CASES = [
     # distribution functions, in the continuous argument
     *in_x(sp.stdtr, (np.array([1.0, 2.5, 4.0, 10.0, 30.0]),), -3.0, 3.0),
     *in_x(sp.stdtrit, (3.5,), 0.05, 0.95),
-    *in_x(sp.chdtr, (3.0,), 0.3, 5.0), *in_x(sp.chdtrc, (np.array([1.0, 2.0, 5.0, 7.0, 9.0]),), 0.3, 5.0),
+    *in_x(sp.chdtr, (3.0,), 0.3, 5.0),
+    *in_x(sp.chdtrc, (np.array([1.0, 2.0, 5.0, 7.0, 9.0]),), 0.3, 5.0),
     case(sp.gdtr, arg((5,), 0.5, 2.0), const(2.5), arg((5,), 0.3, 3.0)),
     case(sp.gdtr, arg((), 0.5, 2.0), const(1.5), arg((2, 3), 0.3, 3.0)),
     case(sp.gdtrc, arg((5,), 0.5, 2.0), const(2.5), arg((5,), 0.3, 3.0)),

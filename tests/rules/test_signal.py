@@ -35,7 +35,8 @@ CASES = (
         case(np.gradient, (6,), const(0.5), kwargs=dict(edge_order=2)),
         case(np.gradient, (4, 5), arg(None, values=COORDS), kwargs=dict(axis=1)),
         case(np.gradient, (4, 5), arg(None, values=COORDS), kwargs=dict(axis=-1, edge_order=2)),
-        case(np.unwrap, arg((7,), -6.0, 6.0)), case(np.unwrap, arg((3, 4), -6.0, 6.0), kwargs=dict(axis=0)),
+        case(np.unwrap, arg((7,), -6.0, 6.0)),
+        case(np.unwrap, arg((3, 4), -6.0, 6.0), kwargs=dict(axis=0)),
         case(swv, (6,), const(3), covers=np.lib.stride_tricks.sliding_window_view),
         case(swv, (4, 5), const((2, 3)), covers=np.lib.stride_tricks.sliding_window_view),
         case(swv, (4, 5), const(2), kwargs=dict(axis=0),
@@ -70,7 +71,8 @@ def test_interp_values_and_slopes():
 def test_gradient_and_window_values_are_numpys():
     y = np.random.default_rng(4).standard_normal((4, 5))
     for kw in ({}, {'edge_order': 2}):
-        for got, want in zip(np.gradient(tr.param(y), 0.5, COORDS, **kw), np.gradient(y, 0.5, COORDS, **kw)):
+        for got, want in zip(np.gradient(tr.param(y), 0.5, COORDS, **kw),
+                             np.gradient(y, 0.5, COORDS, **kw)):
             np.testing.assert_allclose(tr.data(got), want)
     np.testing.assert_array_equal(tr.data(swv(tr.param(y), (2, 3))), swv(y, (2, 3)))
     np.testing.assert_allclose(tr.data(np.unwrap(tr.param(4 * y))), np.unwrap(4 * y))

@@ -140,7 +140,8 @@ def test_compiled_subset_covers_every_rule_and_primitive():
     prims = {('primitive', p) for p in registry.RULES.values()
              if isinstance(p, registry.Primitive)}
     unrecorded = prims - ALL_ITEMS
-    assert not unrecorded, f'registered primitives that no case records: {sorted(map(str, unrecorded))}'
+    assert not unrecorded, \
+        f'registered primitives that no case records: {sorted(map(str, unrecorded))}'
     missing = (rules | ALL_ITEMS) - COMPILED_ITEMS
     assert not missing, f'not compiled by any case of the subset: {sorted(map(str, missing))}'
 

@@ -30,7 +30,8 @@ def test_odeint_matches_scipy_and_the_closed_form_gradient():
                                si.odeint(oscillator, Y0, T, (2.0, 0.3), **TOL), rtol=1e-12)
     # y' = -k y: y(t) = y0 exp(-k t), d y(t) / dk = -t y(t)
     t = np.array([0.0, 0.5, 2.0])
-    (g,) = tr.gradient(lambda k: np.sum(odeint(lambda y, t, k: -k * y, np.ones(1), t, (k,), **TOL)), 0.7)
+    (g,) = tr.gradient(
+        lambda k: np.sum(odeint(lambda y, t, k: -k * y, np.ones(1), t, (k,), **TOL)), 0.7)
     np.testing.assert_allclose(g, np.sum(-t * np.exp(-0.7 * t)), rtol=1e-8)
 
 
@@ -95,7 +96,8 @@ def test_solve_ivp_without_t_eval_holds_the_solvers_steps():
     np.testing.assert_allclose(sol.t, ref.t)
     np.testing.assert_allclose(sol.y.data, ref.y, rtol=1e-9)
     # on a recorded tape the steps are a guard: other values that step elsewhere are refused
-    tape = tr.GradientTape(lambda k: np.sum(solve_ivp(f, (0.0, 1.0), np.ones(1), args=(k,), **TOL).y), 0.5)
+    tape = tr.GradientTape(
+        lambda k: np.sum(solve_ivp(f, (0.0, 1.0), np.ones(1), args=(k,), **TOL).y), 0.5)
     with pytest.raises(tr.TapeGuardError):
         tape.gradient(5.0)
 

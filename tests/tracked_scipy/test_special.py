@@ -70,7 +70,8 @@ def test_softmax_and_polygamma_match_scipy():
                                sp.log_softmax(X, axis=1), rtol=1e-12)
     x = np.array([0.3, 1.5, 4.0])
     for n in (0, 1, 2, 4):
-        np.testing.assert_allclose(tsp.polygamma(n, tr.param(x)).data, sp.polygamma(n, x), rtol=1e-12)
+        np.testing.assert_allclose(tsp.polygamma(n, tr.param(x)).data, sp.polygamma(n, x),
+                                   rtol=1e-12)
     np.testing.assert_allclose(tsp.polygamma(np.array([0, 1, 2]), x), sp.polygamma([0, 1, 2], x),
                                rtol=1e-12)
     np.testing.assert_allclose(tsp.multigammaln(tr.param(np.array([3.5, 7.0])), 4).data,

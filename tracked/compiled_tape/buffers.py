@@ -18,8 +18,8 @@ import numpy as np
 
 from .record import Ref
 
-__all__ = ['Storage', 'KERNEL_DTYPES', 'DTYPE_NAMES', 'dtype_code', 'probe_view', 'c_strides', 'Memory',
-           'Layout']
+__all__ = ['Storage', 'KERNEL_DTYPES', 'DTYPE_NAMES', 'dtype_code', 'probe_view', 'c_strides',
+           'Memory', 'Layout']
 
 # --------------------------------------------------------------------------
 # Storages and views

@@ -34,7 +34,8 @@ def cache_dir():
     base = os.environ.get('TRACKED_CACHE_DIR') or os.path.join(
         os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache'),
         'tracked')
-    path = os.path.join(base, f'numba-{numba.__version__}-py{sys.version_info[0]}{sys.version_info[1]}')
+    py = f'{sys.version_info[0]}{sys.version_info[1]}'
+    path = os.path.join(base, f'numba-{numba.__version__}-py{py}')
     if _dir != path:
         os.makedirs(path, exist_ok=True)
         if path not in sys.path:

@@ -101,7 +101,7 @@ def call_source(tape):
                      f'    A{pos}[{o}] = {leaf[pos]}']
     outs = [f'g{k}' for k in grad_outs]
     arrays = ['*args'] if direct else [leaf[pos] for pos in c.leaf_positions]
-    call = [f'        try:',
+    call = ['        try:',
             f'            r = vm(T, {", ".join(arrays + [f"g{k}" for k in c.out_indices])})',
             '        except TypeError:            # another dtype, ndim, layout or count',
             '            r = -3']

@@ -5,8 +5,9 @@
 (vm.py) and keeps only what running needs: the frozen ``Layout``, the arenas, the
 entry and its tables; ``load()`` then imports the kernels.  A call hands the entry
 the caller's arrays; Python runs the steps the entry returns for (fallbacks,
-guards it cannot check) and the outputs without a kernel dtype.  Every intermediate lives in the arenas; output arrays are passed
-in (``out=``) or allocated by the caller; a call allocates no array.
+guards it cannot check) and the outputs without a kernel dtype.  Every intermediate
+lives in the arenas; output arrays are passed in (``out=``) or allocated by the
+caller; a call allocates no array.
 """
 import numpy as np
 

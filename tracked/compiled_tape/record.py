@@ -129,8 +129,9 @@ def fmt_arg(a):
     if isinstance(a, np.generic):
         return repr(a.item())
     if isinstance(a, slice):
-        return (f'{"" if a.start is None else fmt_arg(a.start)}:{"" if a.stop is None else fmt_arg(a.stop)}'
-                + (f':{fmt_arg(a.step)}' if a.step is not None else ''))
+        start = '' if a.start is None else fmt_arg(a.start)
+        stop = '' if a.stop is None else fmt_arg(a.stop)
+        return f'{start}:{stop}' + (f':{fmt_arg(a.step)}' if a.step is not None else '')
     if callable(a) and hasattr(a, '__name__'):
         return a.__name__
     return repr(a)

@@ -43,8 +43,6 @@ from ..values import Tracked as _Tracked
 __all__ = [n for n in dir(_np) if not n.startswith('_')]
 
 
-
-
 def __getattr__(name):                      # everything else: NumPy's (np.newaxis, ...)
     return getattr(_np, name)
 
@@ -224,4 +222,5 @@ _wrap_dispatched(globals(), _np, asarray)
 
 # Always these modules, not NumPy's (``from numpy import *`` bound those names, which
 # ``from . import linalg`` would then return).
-linalg, fft, random = (_importlib.import_module(f'{__name__}.{m}') for m in ('linalg', 'fft', 'random'))
+linalg, fft, random = (_importlib.import_module(f'{__name__}.{m}')
+                       for m in ('linalg', 'fft', 'random'))

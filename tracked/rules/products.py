@@ -190,7 +190,8 @@ def _einsum(*operands, out=None, **kwargs):
 
 # einsum is variadic: one pullback per argument position.  NumPy allows at most 64
 # operands, so 2 * 64 + 1 positions cover the interleaved (operand, sublist) form.
-defvjp(np.einsum, *(functools.partial(_einsum_vjp, i) for i in range(2 * 64 + 1)), fn=_einsum, linear='each')
+defvjp(np.einsum, *(functools.partial(_einsum_vjp, i) for i in range(2 * 64 + 1)), fn=_einsum,
+       linear='each')
 
 
 # --------------------------------------------------------------------------

@@ -167,7 +167,8 @@ def _register():
     _def(sp.log_ndtr, lambda ans, x: np.exp(-0.5 * x * x - ans) * (1.0 / _SQRT_2PI))
     _def(sp.ndtri_exp, lambda ans, y: _SQRT_2PI * np.exp(y + 0.5 * ans * ans))
     _def(sp.owens_t,
-         lambda ans, h, a: (-0.5 / _SQRT_2PI) * np.exp(-0.5 * h * h) * sp.erf(a * h / math.sqrt(2.0)),
+         lambda ans, h, a: (-0.5 / _SQRT_2PI) * np.exp(-0.5 * h * h)
+         * sp.erf(a * h / math.sqrt(2.0)),
          lambda ans, h, a: np.exp(-0.5 * h * h * (1.0 + a * a)) / ((2.0 * math.pi) * (1.0 + a * a)))
 
     # ----------------------------------------------------------------------
@@ -185,7 +186,8 @@ def _register():
     _def(sp.kl_div, lambda ans, x, y: np.log(x / y), lambda ans, x, y: 1.0 - _safe_ratio(x, y))
     _def(sp.huber, lambda ans, d, r: np.where(np.abs(r) <= d, 0.0, np.abs(r) - d),
          lambda ans, d, r: np.where(np.abs(r) <= d, r, d * np.sign(r)))
-    _def(sp.pseudo_huber, lambda ans, d, r: 2.0 * ans / d - r * r / (d * np.sqrt(1.0 + (r / d) ** 2)),
+    _def(sp.pseudo_huber,
+         lambda ans, d, r: 2.0 * ans / d - r * r / (d * np.sqrt(1.0 + (r / d) ** 2)),
          lambda ans, d, r: r / np.sqrt(1.0 + (r / d) ** 2))
     _def(sp.boxcox, lambda ans, x, lmbda: np.power(x, lmbda - 1.0),
          lambda ans, x, lmbda: _boxcox_lmbda(np.log(x), ans, lmbda))

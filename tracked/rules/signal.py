@@ -198,7 +198,8 @@ def _gradient_axis(f, ax, h, edge_order):
         a = -dx2 / (dx1 * (dx1 + dx2))
         b = (dx2 - dx1) / (dx1 * dx2)
         c = dx1 / (dx2 * (dx1 + dx2))
-        inner = col(a) * at(slice(None, -2)) + col(b) * at(slice(1, -1)) + col(c) * at(slice(2, None))
+        inner = (col(a) * at(slice(None, -2)) + col(b) * at(slice(1, -1))
+                 + col(c) * at(slice(2, None)))
     if edge_order == 1:
         d0 = h if uniform else h[1] - h[0]
         dn = h if uniform else h[-1] - h[-2]
