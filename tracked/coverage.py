@@ -100,7 +100,7 @@ def rows(prefix, mod):
 
 def counts():
     """``{module: {status: count}}``."""
-    out = {}
+    out: dict[str, dict[str, int]] = {}
     for prefix, mod in MODULES:
         c = out[prefix] = {}
         for _, st, _, _ in rows(prefix, mod):

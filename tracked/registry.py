@@ -22,19 +22,28 @@ import math
 import pickle
 import sys
 import types
+from typing import Any, Callable
 
 import numpy as np
 
-RULES = {}        # NumPy callable (ufunc, function, or operator.*) -> Primitive | composite
-NONDIFF = {}      # NumPy callable -> True: outputs are plain values, never tracked
-REDUCE = {}       # ufunc -> the function that ``ufunc.reduce`` means (np.add -> np.sum)
-ACCUMULATE = {}   # ufunc -> the function that ``ufunc.accumulate`` means (np.add -> np.cumsum)
-NAMES = {}  # callable -> its name in errors, where __module__ does not give it (SciPy's ufuncs)
-UNSUPPORTED = {}  # NumPy callable -> why it has no rule on purpose (it raises the no-rule error)
-UNDISPATCHED = {}  # NumPy callable -> why no tracked value reaches it (NumPy does not dispatch)
-UFUNC_METHODS = {}  # 'outer', 'at', 'reduceat', 'reduce', 'accumulate' -> fn(ufunc, *inputs,
-                    # **kwargs): any other ufunc method call on tracked values (beyond REDUCE
-                    # and ACCUMULATE); it raises the no-rule error for a ufunc it cannot do
+# NumPy callable (ufunc, function, or operator.*) -> Primitive | composite
+RULES: dict[Any, Any] = {}
+# NumPy callable -> True (or a compiled-tape kernel template): outputs are plain values
+NONDIFF: dict[Any, Any] = {}
+# ufunc -> the function that ``ufunc.reduce`` means (np.add -> np.sum)
+REDUCE: dict[Any, Callable[..., Any]] = {}
+# ufunc -> the function that ``ufunc.accumulate`` means (np.add -> np.cumsum)
+ACCUMULATE: dict[Any, Callable[..., Any]] = {}
+# callable -> its name in errors, where __module__ does not give it (SciPy's ufuncs)
+NAMES: dict[Any, str] = {}
+# NumPy callable -> why it has no rule on purpose (it raises the no-rule error)
+UNSUPPORTED: dict[Any, str] = {}
+# NumPy callable -> why no tracked value reaches it (NumPy does not dispatch)
+UNDISPATCHED: dict[Any, str] = {}
+# 'outer', 'at', 'reduceat', 'reduce', 'accumulate' -> fn(ufunc, *inputs, **kwargs): any
+# other ufunc method call on tracked values (beyond REDUCE and ACCUMULATE); it raises the
+# no-rule error for a ufunc it cannot do
+UFUNC_METHODS: dict[str, Callable[..., Any]] = {}
 
 
 # How an entry saves an argument of its primitive: not at all, as given, or as a
@@ -126,7 +135,7 @@ def plan_key(parents, nargs):
 
 # Primitives the core's eager fast paths record directly, registered by the rule
 # module that defines them (the core imports no rule module): 'slice' is x[a:b].
-FAST = {}
+FAST: dict[str, 'Primitive'] = {}
 
 
 def _saver(how):
@@ -234,7 +243,8 @@ class Primitive:
                  kernel=None, index_args=(), multi=False, partials=None, linear=None,
                  jvp=None, batched=None):
         self.fn = fn
-        self.vjps = tuple(vjps)
+        # a tuple; a variadic rule's sequence made on demand (rules/shape.py)
+        self.vjps: Any = tuple(vjps)
         self.name = name or getattr(fn, '__name__', repr(fn))
         self.view = view
         self.direct = direct   # forward handles lower-level tracked arguments itself
@@ -313,7 +323,8 @@ class Primitive:
         return f'<Primitive {self.name}>'
 
 
-_PLACES = {}      # id(primitive) -> (primitive, how pickle finds it)
+# id(primitive) -> (primitive, how pickle finds it)
+_PLACES: dict[int, tuple['Primitive', tuple[Callable[..., Any], tuple[Any, ...]]]] = {}
 
 
 def _place(prim):
@@ -321,9 +332,10 @@ def _place(prim):
     module-level name that holds it (the rule modules' internal primitives)."""
     hit = _PLACES.get(id(prim))
     if hit is None or hit[0] is not prim:
-        ref = next(((rule_of, (fun,)) for fun, p in list(RULES.items())
-                    if p is prim and _by_reference(fun)), None)
-        modules = [getattr(prim.fn, '__module__', None)] + sorted(
+        ref: tuple[Callable[..., Any], tuple[Any, ...]] | None = next(
+            ((rule_of, (fun,)) for fun, p in list(RULES.items())
+             if p is prim and _by_reference(fun)), None)
+        modules: list[Any] = [getattr(prim.fn, '__module__', None)] + sorted(
             m for m in list(sys.modules) if m == 'tracked' or m.startswith('tracked.'))
         for mod in modules if ref is None else ():
             names = getattr(sys.modules.get(mod), '__dict__', {})
@@ -415,6 +427,7 @@ def _partial_vjp(d, nargs):
     """The pullback ``g * conj(d(ans, *args))`` of one argument (see ``defpartials``)."""
     if d is None:
         return None
+    vjp: Any        # a function carrying its partial derivative as ``vjp.partial``
     if not callable(d):
         if d == 1:
             return identity

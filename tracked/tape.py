@@ -23,6 +23,7 @@ import itertools
 import threading
 import weakref
 from heapq import heappop, heappush, heappushpop
+from typing import Any
 
 import numpy as np
 
@@ -71,6 +72,20 @@ class Node:
 
     __slots__ = ('prim', 'args', 'kwargs', 'ans', 'shape', 'parents', 'seq', 'level',
                  'same_shape', 'real_parents', 'grad', 'views', 'protects', '__weakref__')
+    # The slots' types (annotations only: the slots above hold the values)
+    prim: Any                   # registry.Primitive | None
+    args: Any                   # tuple | None
+    kwargs: Any                 # dict | None
+    ans: Any
+    shape: tuple[int, ...]
+    parents: tuple[tuple[int, 'Node'], ...]
+    seq: int
+    level: int
+    same_shape: bool
+    real_parents: Any           # tuple[int, ...] | None
+    grad: Any                   # np.ndarray | None
+    views: list[weakref.ref[Any]]
+    protects: list[np.ndarray]
 
     def __repr__(self):
         name = 'leaf' if self.prim is None else getattr(self.prim, 'name', self.prim)
@@ -345,19 +360,21 @@ def backward(root, seed, retain=False, private=False, sparse=False):
     sends it a cotangent.  This finds the entries that lead to ``root`` as it goes; a
     separate search and sort beforehand cost ~8% of an eager operation.
     """
-    cts = {}                # cotangents of entries waiting in the heap
-    heap = []               # entries waiting for their turn, as (-seq, node)
-    used = None if retain or private else []
-    leaves = {}
-    owned = set()
-    lazies = set()          # entries whose cotangent may be smaller than them (see above)
+    cts: dict[Node, Any] = {}           # cotangents of entries waiting in the heap
+    heap: list[tuple[int, Node]] = []   # entries waiting for their turn, as (-seq, node)
+    used: list[Node] | None = None if retain or private else []
+    leaves: dict[Node, Any] = {}
+    owned: set[int] = set()
+    lazies: set[Node] = set()   # entries whose cotangent may be smaller than them (see above)
     node, g = root, seed
     try:
         while node is not None:
             if owned:
                 owned.discard(id(g))
             args = node.args
-            nxt = nxt_g = None  # the first parent this entry schedules skips the heap (chains)
+            # the first parent this entry schedules skips the heap (chains)
+            nxt: Node | None = None
+            nxt_g: Any = None
             if args is None:            # a leaf, or an entry released by an earlier back()
                 if node.prim is not None:
                     raise GraphReleasedError(
@@ -483,10 +500,11 @@ def backward(root, seed, retain=False, private=False, sparse=False):
 # n=100 +7.2% (~31 000 instructions: the leaf protected by each of its saved slices),
 # W3 at n=1e5 +0.8%.
 
-_protected = {}         # id(array) -> [array, number of live entries protecting it]
-_finalizers = {}        # id(node) -> weak reference whose callback unprotects
+# id(array) -> [array, number of live entries protecting it]
+_protected: dict[int, list[Any]] = {}
+_finalizers: dict[int, weakref.ref[Any]] = {}   # id(owner) -> its callback unprotects
 _lock = threading.Lock()   # the counts are shared by threads (a constant used by several)
-_pending = []           # released views whose base is still protected
+_pending: list[np.ndarray] = []     # released views whose base is still protected
 
 
 def protect(node, arrays):

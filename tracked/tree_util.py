@@ -33,6 +33,7 @@ import collections
 import copy
 import enum
 import functools
+from typing import Any, Callable
 
 import numpy as np
 
@@ -53,7 +54,8 @@ _TIED = (np.ndarray, Tracked)                  # leaves that are tied when they 
 # What is a node
 # --------------------------------------------------------------------------
 
-_REGISTERED = {}
+# class -> (children(x) -> (kids, aux), rebuild(aux, kids) -> x)
+_REGISTERED: dict[type, tuple[Callable[[Any], Any], Callable[[Any, Any], Any]]] = {}
 
 
 def register_node(cls, children, rebuild):
@@ -145,7 +147,7 @@ def _class_kind(cls):
 def _kind(x):
     t = type(x)
     return DICT if t is dict else LIST if t is list else TUPLE if t is tuple \
-        else _class_kind(t)
+        else _class_kind(t)  # type: ignore[arg-type]  # a class is hashable (mypy#11470)
 
 
 def is_node(x):
@@ -176,7 +178,7 @@ def _slot_names(cls):
 
 def _attributes(x):
     """An object's attribute names and values: ``__slots__`` (those set), then ``__dict__``."""
-    slots = _slot_names(type(x))
+    slots = _slot_names(type(x))  # type: ignore[arg-type]  # a class is hashable (mypy#11470)
     d = getattr(x, '__dict__', None)
     if not slots:
         return (tuple(d), tuple(d.values())) if d else ((), ())
@@ -283,7 +285,7 @@ def _fill(new, kind, keys, values):
             for k, v in zip(keys, values):     # the subclass's own __setitem__ (Counter,
                 new[k] = v                     # OrderedDict): update() may mean otherwise
     else:
-        slots = _slot_names(type(new))
+        slots = _slot_names(type(new))  # type: ignore[arg-type]  # (mypy#11470)
         d = getattr(new, '__dict__', None)
         for name, v in zip(keys, values):
             if d is not None and name not in slots:
@@ -366,7 +368,7 @@ def flatten(tree, is_leaf=None):
     >>> tr.tree_util.unflatten(treedef, [np.zeros(2), 1.5])['dec']
     array([0., 0.])
     """
-    leaves = []
+    leaves: list[Any] = []
     form = _flatten(tree, is_leaf or isnumeric, leaves, {}, [0])
     return leaves, TreeDef(form, len(leaves))
 
@@ -379,7 +381,7 @@ def _flatten(x, is_leaf, leaves, memo, count):
             hit = memo.get(id(x))
             if hit is not None:
                 return hit[1]
-            form = (LEAF, len(leaves))
+            form: tuple[Any, ...] = (LEAF, len(leaves))
             memo[id(x)] = (x, form)
         else:
             form = (LEAF, len(leaves))
@@ -387,7 +389,7 @@ def _flatten(x, is_leaf, leaves, memo, count):
         return form
     t = type(x)
     kind = DICT if t is dict else LIST if t is list else TUPLE if t is tuple \
-        else _class_kind(t)
+        else _class_kind(t)  # type: ignore[arg-type]  # a class is hashable (mypy#11470)
     if kind is None:
         return _NONE if x is None else (STATIC, t, _hashable(x))
     if kind == TUPLE or kind == NAMEDTUPLE:
@@ -467,7 +469,7 @@ def _unflatten(d, leaves, statics, made):
         return made[d[1]]
     cls, aux, kids = d[1], d[2], d[3]
     if kind == DICT or kind == LIST:
-        new = {} if cls is dict else [] if cls is list else _empty(kind, cls)
+        new: Any = {} if cls is dict else [] if cls is list else _empty(kind, cls)
         made.append(new)              # numbered as flatten numbered them: first visits
         vals = [leaves[k[1]] if k[0] == LEAF else _unflatten(k, leaves, statics, made)
                 for k in kids]
@@ -580,7 +582,7 @@ class TreeDef:
         >>> tr.tree_util.flatten({'w': np.ones(1), 'n': 3, 'act': np.tanh})[1].statics()
         [3, <ufunc 'tanh'>]
         """
-        out = []
+        out: list[Any] = []
         _statics(self._form, out)
         return out
 
@@ -736,10 +738,10 @@ def _make_matcher(form, nleaves, checks, distinct):
     """Generated once per structure: a match then costs a few attribute reads per node
     and leaf instead of a generic walk (the replay path of every recorded tape)."""
     lines = ['def match(tree):', '    try:']
-    consts = {}
+    consts: dict[str, Any] = {}
     counter = [0]
     seen = set()
-    numbered = []                      # the variable of each numbered node, in order
+    numbered: list[str] = []           # the variable of each numbered node, in order
 
     def var():
         counter[0] += 1
@@ -915,6 +917,6 @@ def leaves(tree, is_leaf=None):
     >>> tr.tree_util.leaves({'a': w, 'b': [w, 2.0], 'n': 3})
     [array([1.]), 2.0]
     """
-    out = []
+    out: list[Any] = []
     _map(out.append, tree, (), is_leaf or isnumeric, True, {})
     return out

@@ -97,3 +97,14 @@ def test_retrace_onto_a_branch_with_other_outputs():
     assert tape.gradient(2.0) == (4.0,)
     assert tape.gradient(-2.0) == (None,)
     assert tape.gradient(3.0) == (6.0,)
+
+
+def test_hessian_tape_retraces_into_the_callers_out():
+    # the retrace path re-checks out= (found by mypy: HessianTape had no _check_out)
+    def f(x):
+        return np.sum(x ** 3) if x[0] > 0 else np.sum(x ** 4)
+    tape = tr.HessianTape(f, np.ones(2), on_guard='retrace')
+    out = np.zeros((2, 2))
+    assert tape.hessian(np.array([-1.0, 2.0]), out=out) is out
+    np.testing.assert_allclose(out, np.diag([12.0, 48.0]))
+    np.testing.assert_allclose(tape.hessian(np.array([1.0, 2.0])), np.diag([6.0, 12.0]))

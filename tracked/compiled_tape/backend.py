@@ -1,4 +1,6 @@
 """``AutoCompiled``: the compiled-tape backend of ``gradient(f, tr.AutoCompiled(), *args)``."""
+from typing import Any
+
 import numpy as np
 
 from ..backends import ADType
@@ -50,7 +52,7 @@ class AutoCompiled(ADType):
     def __init__(self, compile=True, paths=4):
         self.compile = compile
         self.paths = paths
-        self.tapes = {}
+        self.tapes: dict[Any, tuple[Any, list[GradientTape]]] = {}
 
     def __repr__(self):
         return f'AutoCompiled(compile={self.compile})'
@@ -71,7 +73,7 @@ class AutoCompiled(ADType):
         except TrackedArgumentError:           # under an outer differentiation: eager
             return self._eager(f, args, wrt, out)
         closure = _closure(f)
-        key = (f, treedefs, tuple(_spec(x) for x in leaves), wrt)
+        key: tuple[Any, ...] = (f, treedefs, tuple(_spec(x) for x in leaves), wrt)
         try:
             entry = self.tapes.get(key)
         except TypeError:                      # a static whose hash raises

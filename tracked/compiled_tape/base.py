@@ -8,6 +8,8 @@ or numba kernels once compiled) and checks every guard on the way.  A compiled
 ``GradientTape`` answers its common calls through generated code (calls.py); every
 other call, and every call that needs more than the common case, comes here.
 """
+from typing import Any, Callable
+
 import numpy as np
 
 from ..tape import new_level, push_recorder, pop_recorder
@@ -32,6 +34,10 @@ class Tape:
     """
 
     _what = 'tape'
+    # Defined by each subclass (annotations only, for the type checker):
+    _trace: Callable[[Recorder, list[Any]], list[Any]]
+    _layout: Callable[[], tuple[list[tuple[tuple[int, ...], np.dtype]],
+                                dict[int, tuple[int, int]]]]
 
     def __init__(self, f, *args, wrt=None, on_guard='error'):
         if on_guard not in ('error', 'retrace'):
@@ -69,7 +75,7 @@ class Tape:
         self.specs = [leaf_spec(x) for x in leaves]
         self.pyfloat = [type(x) in (float, int) or isinstance(x, np.generic) for x in leaves]
         per_arg = arg_leaves(arg_defs)
-        diff = set()
+        diff: set[int] = set()
         for a in self.wrt:
             diff.update(p for p in per_arg[a] if self.specs[p][1].kind in 'fiuc')
         self.diff = sorted(diff)
@@ -79,7 +85,7 @@ class Tape:
         # a Python int outside ``wrt`` is a constant of the tape (a size, a count)
         self.static = {p: x for p, x in enumerate(leaves) if type(x) is int and p not in diff}
         self.per_arg = per_arg
-        checks = []
+        checks: list[tuple[type, dict[Any, Any]]] = []
         for p, x in enumerate(leaves):
             t = type(x)
             if t is np.ndarray:
@@ -164,7 +170,7 @@ class Tape:
 
     def _warm(self, prog):
         """Run ``prog`` once on the recorded values (its entry compiles or loads now)."""
-        full = [None] * len(self.specs)
+        full: list[Any] = [None] * len(self.specs)
         for ins in self.program.instrs:
             if ins.kind == 'input':
                 full[ins.pos] = ins.value
@@ -234,6 +240,12 @@ class Tape:
 
     def _leaves(self, args):
         return check_leaves(self, args)
+
+    def _check_out(self, outs):
+        """The caller's ``out=`` arrays after a retrace: a tape whose outputs keep their
+        layout on every path (``HessianTape``'s one matrix) takes them as they are;
+        ``GradientTape``, whose gradients may appear or vanish, checks them again."""
+        return outs
 
     def _inputs(self, leaves):
         diff = self._diffset

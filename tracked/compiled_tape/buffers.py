@@ -188,21 +188,21 @@ class Memory:
 
     def __init__(self, program, leaf_specs, out_specs, placements):
         self.instrs = program.instrs
-        self.storages = [None] * len(self.instrs)     # per instruction
+        self.storages: list[Storage | None] = [None] * len(self.instrs)  # per instruction
         self.arena = {}                      # dtype -> elements
         self.arena_init = []                 # (dtype, offset, flat values)
-        self.leaf_slots = {}                 # dtype -> [leaf position]
+        self.leaf_slots: dict[np.dtype, list[int]] = {}  # dtype -> [leaf position]
         self.scalar_inputs = []              # (leaf position, dtype, offset)
         self.out_slots = {}                  # output array k -> (dtype, slot)
         self.consts = {}                     # id(constant) -> (constant, storage)
         self.placements = placements         # program output -> (output array, offset)
-        self.place_of = {}                   # instruction -> program output placed there
+        self.place_of: dict[int, int] = {}   # instruction -> program output placed there
         self.placed = set()                  # program outputs computed in place
         for pos in sorted({ins.pos for ins in self.instrs if ins.kind == 'input'}):
             shape, dtype = leaf_specs[pos]
             if shape != ():
                 self.leaf_slots.setdefault(np.dtype(dtype), []).append(pos)
-        count = {}
+        count: dict[np.dtype, int] = {}
         for k, (_, dtype) in enumerate(out_specs):
             dtype = np.dtype(dtype)
             count[dtype] = count.get(dtype, 0) + 1

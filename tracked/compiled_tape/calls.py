@@ -87,9 +87,8 @@ def call_source(tape):
     # the leaves: the arguments themselves when each is one array passed to the entry
     direct = all(is_one_leaf(d) for d in tape.arg_defs) and c.leaf_positions == list(range(nleaves))
     head = []
-    if direct:
-        leaf = None
-    else:
+    leaf: list[str] = []                # the matched leaves' expressions (not direct)
+    if not direct:
         head += ['    lv = MATCH(args)', '    if lv is None:',
                  '        return GENERAL(tape, *args, out=out)']
         leaf = [f'lv[{p}]' for p in range(nleaves)]

@@ -54,7 +54,7 @@ class ScatterChains:
         self.P = planner
         instrs = planner.instrs
         self.chain = {}                      # member instruction -> chain id
-        self.nodes = []                      # chain id -> member instructions
+        self.nodes: list[list[int]] = []     # chain id -> member instructions
         self.parts = {}                      # scatter member -> (g, idx)
         for ins in instrs:
             parts = scatter_parts(ins, instrs)

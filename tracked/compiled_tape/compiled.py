@@ -9,6 +9,8 @@ guards it cannot check) and the outputs without a kernel dtype.  Every intermedi
 lives in the arenas; output arrays are passed in (``out=``) or allocated by the
 caller; a call allocates no array.
 """
+from typing import Any
+
 import numpy as np
 
 from .buffers import KERNEL_DTYPES
@@ -43,7 +45,7 @@ class CompiledProgram:
             self.arenas[dt][off:off + vals.size] = vals
         self._vm = vm = VM(plan.steps, plan.constants, layout, leaf_specs, out_specs)
         self.kernels, self.T, self.C, self.P = vm.kernels, vm.T, vm.C, vm.P
-        self.vm = None                       # the entry, once loaded
+        self.vm: Any = None                  # the entry (a numba dispatcher), once loaded
         self.entry_name = vm.entry_name
         # what the generated calls (calls.py) read: the steps run in Python, the
         # positions of the leaves and outputs the entry takes (in its argument order),

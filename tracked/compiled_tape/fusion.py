@@ -13,6 +13,7 @@ same loop) and, when the group closes, turns each chunk of it into a
 ``loops.Loop`` with ``FusionGroup.loop``.
 """
 import re
+from typing import Any
 
 import numpy as np
 
@@ -165,7 +166,7 @@ class FusionGroup:
         writing the values in ``stored`` to their storages in ``mem`` (buffers.Memory)."""
         loop = Loop(self.shape)
         keys = {}                 # operand key -> index in loop.operands
-        op_of = {}                # instruction -> its op in the loop
+        op_of: dict[int, Any] = {}  # instruction -> its op in the loop
 
         def operand(key, storage):
             if key not in keys:

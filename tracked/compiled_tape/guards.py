@@ -1,6 +1,7 @@
 """Guards: value-dependent decisions taken while recording, checked on every replay."""
 import os
 import sys
+from types import FrameType
 
 import numpy as np
 
@@ -89,7 +90,7 @@ def _equal(a, b):
 
 def user_frame():
     """'file:line in function' of the innermost caller outside the tracked package."""
-    f = sys._getframe(1)
+    f: FrameType | None = sys._getframe(1)
     while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
         f = f.f_back
     if f is None:

@@ -13,6 +13,8 @@ the *structure* enters the source (templates, operand kinds and dtypes, which
 results are written where); sizes, offsets and strides are read from ``T`` and
 float constants from ``C``, so one kernel serves every loop of the same structure.
 """
+from typing import Any
+
 import numpy as np
 
 from .buffers import dtype_code
@@ -76,8 +78,12 @@ def loop_kernel(loop, constants):
     ``constants``, a ``codegen.Constants``)."""
     shape = loop.shape
     ndim = len(shape)
-    arrays, slots, params = [], [], []
-    lines_pre, lines_loop, lines_post = [], [], []
+    arrays: list[Any] = []
+    slots: list[Any] = []
+    params: list[str] = []
+    lines_pre: list[str] = []
+    lines_loop: list[str] = []
+    lines_post: list[str] = []
     operands = []         # (array parameter k, storage)
     tokens = []           # per loop operand: its name or literal in the scalar code
 
@@ -204,7 +210,7 @@ def RADD(a, b):
 def _accumulate(loop, shape, strided, operands, array, lines_pre, lines_loop, lines_post):
     """The code adding ``loop.scatters`` into their regions."""
     ndim = len(shape)
-    same = {}                 # accumulations into one region: summed first, one update
+    same: dict[Any, Any] = {}  # accumulations into one region: summed first, one update
     for j, region in loop.scatters:
         key = (region.slot, region.off, region.strides_for(shape), region.dtype)
         same.setdefault(key, (region, []))[1].append(f't{j}')
@@ -243,7 +249,8 @@ def carry_clusters(regions, shape, strided, operands):
     n = int(np.prod(shape, dtype=np.int64))
     if strided or not shape or n == 0:
         return [[r] for r in regions]
-    out, pool = [], {}
+    out: list[Any] = []
+    pool: dict[Any, Any] = {}
     for r in regions:
         s = r[0]
         if s.dtype.kind == 'f':

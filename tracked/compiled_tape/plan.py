@@ -22,6 +22,7 @@ import numpy as np
 from .buffers import Layout, Memory, Storage, dtype_code
 from .chains import ScatterChains
 from .codegen import Constants, Step, guard_kernel
+from .guards import Guard
 from .fusion import COPY, FusionGroup, astype_template, fusion_obstacle, is_fusible
 from .loops import loop_kernel, map_loop
 from .patterns import PATTERNS, is_viewish, try_view
@@ -81,14 +82,14 @@ class Planner:
         self.steps = []
         self.fallbacks = []
         self.group = None                    # the open FusionGroup
-        self.users = [set() for _ in instrs]  # instructions reading each value
+        self.users: list[set[int]] = [set() for _ in instrs]  # instructions reading each value
         for ins in instrs:
             for j in ins.refs():
                 self.users[j].add(ins.i)
         # values read by outputs or guards: always stored
         self.external = {o.i for o in program.outputs if type(o) is Ref}
         self.external.update(g.i for g in program.guards)
-        self.guards_at = {}                  # instruction -> [(guard index, Guard)]
+        self.guards_at: dict[int, list[tuple[int, Guard]]] = {}  # instruction -> guards
         for k, g in enumerate(program.guards):
             self.guards_at.setdefault(g.i, []).append((k, g))
         self.chains = ScatterChains(self)

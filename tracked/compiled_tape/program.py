@@ -1,4 +1,6 @@
 """A program: the live instructions of a recording, deduplicated, and its NumPy replay."""
+from typing import Any
+
 import numpy as np
 
 from .guards import Guard, guard_error
@@ -22,9 +24,9 @@ class Program:
             if i not in live:
                 live.add(i)
                 stack.extend(rec.instrs[i].refs())
-        new = {}
-        seen = {}
-        self.instrs = []
+        new: dict[int, int] = {}          # recorded index -> index here
+        seen: dict[Any, int] = {}
+        self.instrs: list[Instr] = []
         for i in sorted(live):
             ins = rec.instrs[i]
             args = _remap(ins.args, new)
@@ -43,7 +45,7 @@ class Program:
         self.guards = [Guard(new[g.i], g.kind, g.recorded, g.where) for g in rec.guards
                        if g.i in new]
         self.outputs = [_remap(o, new) if type(o) is Ref else o for o in outputs]
-        self.guards_at = {}
+        self.guards_at: dict[int, list[Guard]] = {}
         for g in self.guards:
             self.guards_at.setdefault(g.i, []).append(g)
         # made now, with the recording, so that the first replay is as quick as the next

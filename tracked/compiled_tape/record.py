@@ -18,6 +18,8 @@ A ``@tr.rule`` whose forward cannot run on recorded values is recorded as opaque
 instructions (``name[opaque]``, ``name[opaque].pullback[i]``: see custom.py) that
 call the user's function and its fresh pullback again on every replay.
 """
+from typing import Any
+
 import numpy as np
 
 from ..registry import NONDIFF, Primitive, display_name
@@ -141,7 +143,7 @@ def fmt_arg(a):
 # The recorder
 # --------------------------------------------------------------------------
 
-_NONDIFF_PRIMS = {}
+_NONDIFF_PRIMS: dict[Any, Primitive] = {}
 
 
 def _nondiff_prim(fun):

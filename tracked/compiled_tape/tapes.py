@@ -105,7 +105,7 @@ class GradientTape(Tape):
         grads = []
         self.grad_leaves = [p for p in self.diff if boxed[p]._node in cts]
         for p in self.grad_leaves:
-            g = cts.get(boxed[p]._node)
+            g = cts[boxed[p]._node]
             dtype = self.specs[p][1] if self.specs[p][1].kind in 'fc' else np.dtype(np.float64)
             if g.dtype != dtype:
                 g = call(np.ndarray.astype, g, dtype) if isinstance(g, Tracked) \
@@ -233,7 +233,7 @@ class JacobianTape(Tape):
         self._layout_rows = []
         n = 1
         for row in rows:
-            lay = []
+            lay: list[int | None] = []
             for o in row:
                 if o is None:
                     lay.append(None)

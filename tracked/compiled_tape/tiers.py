@@ -133,7 +133,7 @@ class Tiering:
         return self.done.is_set() and self.error is None
 
 
-_running = set()         # the Tierings still working, in any thread
+_running: set['Tiering'] = set()     # the Tierings still working, in any thread
 
 # One compiling process at a time: each holds a CPU and numba's compiler (~200 MB), and
 # tapes share kernels, so a queue also compiles less.  Unbounded, a test suite or an
@@ -155,7 +155,7 @@ def wait_all(timeout=None):
     return True
 
 
-_warmed = []
+_warmed: list[bool] = []
 
 
 def _warm_numba():

@@ -22,12 +22,13 @@ guard`` when a guard kernel fails; the runtime resumes it from the next step by
 setting ``T[START]``.
 """
 import hashlib
+from typing import Any
 
 import numpy as np
 
 from . import cache
 from .buffers import KERNEL_DTYPES
-from .codegen import T_GEMM, T_GEMV
+from .codegen import T_GEMM, T_GEMV, Kernel
 
 __all__ = ['VM', 'entry_source', 'run_kernel', 'blas_helpers', 'HEAD', 'START']
 
@@ -46,7 +47,7 @@ class VM:
     """
 
     def __init__(self, steps, constants, layout, leaf_specs, out_specs):
-        kernels = {}                         # name -> Kernel
+        kernels: dict[str, Kernel] = {}      # name -> Kernel
         for step in steps:
             if step.kernel is not None:
                 kernels.setdefault(step.kernel.name, step.kernel)
@@ -65,7 +66,8 @@ class VM:
                 index[dt, slot] = len(index)
                 self.outs.append(k)
         self.n_fixed = len(KERNEL_DTYPES)
-        rows, params = [], []
+        rows: list[Any] = []
+        params: list[Any] = []
         codes = {c: dt for dt, c in KERNEL_DTYPES.items()}
         for step in steps:
             if step.kernel is None:
@@ -183,7 +185,8 @@ def entry_source(types, n_fixed):
 def blas_helpers():
     """The addresses of numba's BLAS helpers ``numba_xxgemm`` and ``numba_xxgemv``."""
     from numba import _helperlib
-    return _helperlib.c_helpers['xxgemm'], _helperlib.c_helpers['xxgemv']
+    helpers = _helperlib.c_helpers  # type: ignore[attr-defined]  # not in numba's .pyi
+    return helpers['xxgemm'], helpers['xxgemv']
 
 
 def run_kernel(kernel, arrays, params, constants=()):

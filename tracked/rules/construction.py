@@ -14,6 +14,7 @@ hold a tracked value and is refused.
 import builtins
 import math
 import operator
+from typing import Any
 
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
@@ -87,7 +88,7 @@ def _meshgrid(*xi, copy=True, sparse=False, indexing='xy'):
         raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
     nd = len(xi)
     s0 = (1,) * nd
-    out = [np.reshape(x, s0[:i] + (-1,) + s0[i + 1:]) for i, x in enumerate(xi)]
+    out: Any = [np.reshape(x, s0[:i] + (-1,) + s0[i + 1:]) for i, x in enumerate(xi)]
     if indexing == 'xy' and nd > 1:
         out[0] = np.reshape(out[0], (1, -1) + s0[2:])
         out[1] = np.reshape(out[1], (-1, 1) + s0[2:])

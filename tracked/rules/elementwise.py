@@ -41,6 +41,7 @@ Conventions where the derivative is not defined (PyTorch's choices unless noted)
 import math
 
 import operator
+from typing import Any
 
 import numpy as np
 
@@ -275,6 +276,7 @@ def _picked_other(ans, a, b):
     return _picked(ans, b, a)
 
 
+_f: Any
 for _f in (np.maximum, np.minimum, np.fmax, np.fmin):
     defpartials(_f, _picked, _picked_other, kernel=f'np.{_f.__name__}({{0}}, {{1}})')
 
@@ -438,9 +440,9 @@ defcomposite(np.divmod, lambda x, y: apply(_divmod, (x, y), {}))
 # --------------------------------------------------------------------------
 
 try:                                           # NumPy's own Chebyshev coefficients
-    from numpy.lib._function_base_impl import _i0A, _i0B
+    from numpy.lib._function_base_impl import _i0A, _i0B  # type: ignore[attr-defined]  # private
 except ImportError:                            # NumPy < 2
-    from numpy.lib.function_base import _i0A, _i0B
+    from numpy.lib.function_base import _i0A, _i0B  # type: ignore[import-not-found]
 
 
 def _chbevl(x, vals):

@@ -5,6 +5,8 @@ calls it, is differentiated in ``c`` and ``x``); ``polyfit`` is linear in ``y``:
 pseudo-inverse of the scaled Vandermonde matrix applied to ``y`` (a plain matrix
 when ``x`` is plain; with a tracked ``x`` it goes through ``np.linalg.pinv``'s rule).
 """
+from typing import Any
+
 import numpy as np
 
 from ..registry import defcomposite
@@ -138,7 +140,7 @@ def _polydiv(u, v):
     v = np.atleast_1d(v) + 0.0
     m, n = np.shape(u)[0] - 1, np.shape(v)[0] - 1
     scale = 1.0 / v[0]
-    q = []
+    q: Any = []                        # the quotient's terms, then their array
     r = u
     for k in range(max(m - n + 1, 0)):
         d = scale * r[k]

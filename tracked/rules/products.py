@@ -129,7 +129,7 @@ def _einsum_plan(subs, shapes, k):
     else:   # implicit output: the ellipsis, then labels seen once, in character order
         flat = ''.join(s.replace('...', '') for s in inputs)
         out_labels = ell + ''.join(sorted(c for c in set(flat) if flat.count(c) == 1))
-    size = {}
+    size: dict[str, int] = {}
     for lab, shape in zip(labels, shapes):
         for c, n in zip(lab, shape):
             size[c] = max(size.get(c, 1), n)

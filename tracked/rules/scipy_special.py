@@ -87,7 +87,7 @@ def _no_derivative(name, param):
             f'{name}: tracked has no derivative with respect to its argument {param!r} '
             f'(there is no closed form), only in its other arguments. '
             f'If that gradient is not wanted, pass a constant, e.g. tr.data({param})')
-    partial.undefined = param
+    partial.undefined = param  # type: ignore[attr-defined]  # a mark on the function
     return partial
 
 

@@ -8,6 +8,8 @@ slices of it.  The rest are composites of slicing, arithmetic and gathers; the
 segment search of ``interp`` is ``np.searchsorted``, recorded on a tape so that a
 replay looks the new points up.
 """
+from typing import Any
+
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
@@ -132,7 +134,7 @@ def _diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
     if nd == 0:
         raise ValueError('diff requires input that is at least one dimensional')
     ax = normalize_axis_tuple(axis, nd)[0]
-    parts = []
+    parts: list[Any] = []
     for extra in (prepend, append):
         if extra is np._NoValue:
             parts.append(None)
@@ -153,9 +155,8 @@ def _diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
 def _ediff1d(ary, to_end=None, to_begin=None):
     flat = np.ravel(ary)
     d = flat[1:] - flat[:-1]
-    pieces = [np.ravel(to_begin) if to_begin is not None else None, d,
-              np.ravel(to_end) if to_end is not None else None]
-    pieces = [p for p in pieces if p is not None]
+    pieces = [p for p in (np.ravel(to_begin) if to_begin is not None else None, d,
+                          np.ravel(to_end) if to_end is not None else None) if p is not None]
     return d if len(pieces) == 1 else np.concatenate(pieces)
 
 
@@ -228,6 +229,7 @@ def _gradient(f, *varargs, axis=None, edge_order=1):
     axes = tuple(range(nd)) if axis is None else normalize_axis_tuple(axis, nd)
     if edge_order > 2:
         raise ValueError("'edge_order' greater than 2 not supported")
+    spacing: list[Any]
     if not varargs:
         spacing = [1.0] * len(axes)
     elif len(varargs) == 1 and np.ndim(varargs[0]) == 0:

@@ -22,9 +22,9 @@ from ..values import Tracked, call_nondiff
 from .matrices import is_complex
 
 try:
-    from numpy.lib._function_base_impl import _QuantileMethods
+    from numpy.lib._function_base_impl import _QuantileMethods  # type: ignore[attr-defined]  # private
 except ImportError:                                   # NumPy < 2
-    from numpy.lib.function_base import _QuantileMethods
+    from numpy.lib.function_base import _QuantileMethods  # type: ignore[import-not-found]
 
 _NoValue = np._NoValue
 # Continuous methods: NumPy's position n*q + (alpha + q*(1 - alpha - beta)) - 1.
