@@ -6,6 +6,11 @@ and returns the value and a reusable ``back``.  ``pullback`` adds argument trees
 backend (``tr.AutoCompiled()``, ...) or ``tr.Duplicated`` arguments on (Jacobians,
 Hessians and forward mode: ``jacobians.py``).
 """
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from . import duplicated
@@ -22,7 +27,7 @@ __all__ = ['vjp', 'pullback', 'gradient', 'withgradient']
 # pullback, gradient, withgradient
 # --------------------------------------------------------------------------
 
-def pullback(f, *args):
+def pullback(f: Callable[..., Any], *args: Any) -> tuple[Any, Callable[..., tuple[Any, ...]]]:
     """``pullback(f, *args) -> (y, back)``: the value of ``f`` and a function mapping an
     output cotangent ``dy`` to the gradient tuple (one entry per argument, mirroring
     its structure; None where there is no gradient).
@@ -67,7 +72,7 @@ def _is_tracked(x):
     return isinstance(x, Tracked)
 
 
-def withgradient(f, *args, zero=True):
+def withgradient(f: Callable[..., Any], *args: Any, zero: bool = True) -> WithGradient:
     """``withgradient(f, *args) -> (val, grad)``: the value of ``f`` and its gradient tuple.
 
     If ``f`` returns a tuple, named tuple or dict, its first element is the scalar
@@ -93,7 +98,7 @@ def withgradient(f, *args, zero=True):
     return eager_withgradient(f, args)
 
 
-def gradient(f, *args, zero=True):
+def gradient(f: Callable[..., Any], *args: Any, zero: bool = True) -> tuple[Any, ...]:
     """``gradient(f, *args)``: the gradient of scalar ``f`` with respect to each argument.
 
     One entry per argument, mirroring its structure (a model gives a model of the

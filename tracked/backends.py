@@ -5,6 +5,11 @@ As in Flux, an AD-type object may follow ``f``.  Each backend implements
 tracked/arguments.py: ``grads`` has one entry per argument mirroring its structure,
 None where there is no gradient.  ``AutoCompiled`` lives in ``tracked.compiled_tape``.
 """
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from .arguments import ADType, Args, check_function, check_scalar, first_output, float_dtype
@@ -21,7 +26,7 @@ class AutoTracked(ADType):
     (np.float64(6.0),)
     """
 
-    def withgradient(self, f, *args):
+    def withgradient(self, f: Callable[..., Any], *args: Any) -> tuple[Any, tuple[Any, ...]]:
         check_function(f, 'AutoTracked().withgradient')
         return eager_withgradient(f, args)
 
@@ -40,24 +45,24 @@ class AutoFiniteDifferences(ADType):
     (np.float64(5.0), array([2., 4.]))
     """
 
-    def __init__(self, eps=6e-6):
+    def __init__(self, eps: float = 6e-6) -> None:
         self.eps = eps
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f'AutoFiniteDifferences(eps={self.eps})'
 
-    def withgradient(self, f, *args):
+    def withgradient(self, f: Callable[..., Any], *args: Any) -> tuple[Any, tuple[Any, ...]]:
         spec = Args(args)
         val = f(*args)
         first, _ = first_output(val)
         check_scalar(first, 'gradient')
         base = [np.array(x, dtype=np.float64) for x in spec.flat]
 
-        def value(j, moved):
+        def value(j: int, moved: np.ndarray) -> float:
             vals = list(spec.flat)
             vals[j] = moved if np.ndim(spec.flat[j]) else moved[()]
             return float(first_output(f(*spec.rebuild(vals)))[0])
-        grads = []
+        grads: list[Any] = []
         for j, x in enumerate(base):
             g = np.zeros(x.shape)
             try:

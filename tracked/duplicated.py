@@ -18,6 +18,11 @@ argument has no storage to receive a gradient (differentiating it would allocate
 is what ``Duplicated`` is for), a data batch passed as is then costs no backward work,
 and the answer is the same whatever the backend.
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import numpy as np
 
 from .arguments import check_scalar, first_output
@@ -26,7 +31,7 @@ from .compiled_tape import AutoCompiled
 from .compiled_tape.trees import TrackedArgumentError
 from .flat import trainable
 from .reverse import WithGradient, vjp
-from .tree_util import flatten, follow, leaves, register_node, tree_map, unflatten
+from .tree_util import TreeDef, flatten, follow, leaves, register_node, tree_map, unflatten
 from .values import Tracked
 
 __all__ = ['Duplicated', 'Const', 'is_annotated', 'withgradient']
@@ -45,13 +50,13 @@ class Const:
 
     __slots__ = ('val',)
 
-    def __init__(self, val):
+    def __init__(self, val: Any) -> None:
         if isinstance(val, (Const, Duplicated)):
             raise TypeError(f'Const({type(val).__name__}(...)): an argument is either '
                             f'constant or duplicated')
         self.val = val
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f'Const({self.val!r})'
 
 
@@ -90,8 +95,13 @@ class Duplicated:
     """
 
     __slots__ = ('val', 'dval', 'buffers', '_out', '_scratch')
+    val: Any
+    dval: Any
+    buffers: list[np.ndarray]
+    _out: _Params
+    _scratch: _Params | None
 
-    def __init__(self, val, dval=None):
+    def __init__(self, val: Any, dval: Any = None) -> None:
         if isinstance(val, (Const, Duplicated)):
             raise TypeError(f'Duplicated({type(val).__name__}(...)): give the model itself')
         params = flatten(val, trainable)[0]
@@ -114,7 +124,7 @@ class Duplicated:
         self._scratch = None
         self._check(params)
 
-    def _check(self, params):
+    def _check(self, params: Sequence[Any]) -> None:
         """Raise unless ``params`` (the model's trainable arrays now) fit the buffers."""
         bufs = self.buffers
         if len(params) != len(bufs) or any(
@@ -125,29 +135,29 @@ class Duplicated:
                 f'{[b.shape for b in bufs]}; make a new tr.Duplicated(model) after changing '
                 f'the model\'s structure')
 
-    def zero(self):
+    def zero(self) -> Duplicated:
         """``dup.zero()``: set the stored gradient to zero; returns ``dup``."""
         for b in self.buffers:
             b.fill(0)
         return self
 
-    def _scratch_out(self):
+    def _scratch_out(self) -> _Params:
         """Arrays like the buffers, made once, as a tape's ``out``: with ``zero=False`` a
         compiled tape writes there (it overwrites), and the result is added."""
         if self._scratch is None:
             self._scratch = _Params([np.zeros_like(b) for b in self.buffers], None)
         return self._scratch
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         from .show import show_duplicated
         return show_duplicated(self)
 
 
-def _is_array(x):
+def _is_array(x: Any) -> bool:
     return isinstance(x, np.ndarray)
 
 
-def is_annotated(args):
+def is_annotated(args: Sequence[Any]) -> bool:
     """Whether an argument tuple holds a ``Duplicated`` or a ``Const`` (``api`` asks)."""
     for a in args:
         t = type(a)
@@ -156,7 +166,8 @@ def is_annotated(args):
     return False
 
 
-def withgradient(f, backend, args, zero=True):
+def withgradient(f: Callable[..., Any], backend: Any, args: Sequence[Any],
+                 zero: bool = True) -> Any:
     """``gradient``/``withgradient`` for arguments holding ``Duplicated``: ``(val, grads)``
     with ``grads`` the stored gradient trees for ``Duplicated`` arguments, None for the
     others.  ``backend`` is the optional ADType (None: the eager tape)."""
@@ -185,16 +196,18 @@ def withgradient(f, backend, args, zero=True):
     return WithGradient(val, grads)
 
 
-def _eager(f, args, values, dups, zero):
+def _eager(f: Callable[..., Any], args: Sequence[Any], values: Sequence[Any],
+           dups: Sequence[int], zero: bool) -> Any:
     """The eager tape, differentiating the trainable arrays of the Duplicated arguments."""
-    parts, flat = [], []
+    parts: list[tuple[int, TreeDef, int]] = []
+    flat: list[Any] = []
     for i in dups:
         params, treedef = flatten(values[i], trainable)
         args[i]._check(params)
         parts.append((i, treedef, len(params)))
         flat.extend(params)
 
-    def g(*ps):
+    def g(*ps: Any) -> Any:
         full = list(values)
         k = 0
         for i, treedef, n in parts:
@@ -221,11 +234,12 @@ def _eager(f, args, values, dups, zero):
     return y
 
 
-def _compiled(f, backend, args, values, dups, zero):
+def _compiled(f: Callable[..., Any], backend: Any, args: Sequence[Any],
+              values: Sequence[Any], dups: Sequence[int], zero: bool) -> Any:
     """AutoCompiled: the tape writes into the stored arrays (or, to add to them, into
     scratch arrays made once)."""
     tape_args = list(values)
-    out = [None] * len(args)
+    out: list[Any] = [None] * len(args)
     for i in dups:
         dup = args[i]
         params, treedef = flatten(values[i], trainable)
@@ -252,12 +266,12 @@ class _Params:
 
     __slots__ = ('arrays', 'treedef')
 
-    def __init__(self, arrays, treedef):
+    def __init__(self, arrays: Sequence[Any], treedef: TreeDef | None) -> None:
         self.arrays = tuple(arrays)
         self.treedef = treedef
 
 
-def _params_rebuild(treedef, arrays):
+def _params_rebuild(treedef: TreeDef, arrays: Sequence[Any]) -> Any:
     # While the tape records f the arrays are tracked, and f gets the model; otherwise
     # (the tape's own gradient tree, the template of its out=) they are gradients.
     if arrays and all(isinstance(a, Tracked) for a in arrays):
@@ -268,9 +282,10 @@ def _params_rebuild(treedef, arrays):
 register_node(_Params, lambda p: (p.arrays, p.treedef), _params_rebuild)
 
 
-def _other(f, backend, args, values, dups, zero):
+def _other(f: Callable[..., Any], backend: Any, args: Sequence[Any],
+           values: Sequence[Any], dups: Sequence[int], zero: bool) -> Any:
     """Any other backend: its gradient of the models, copied into the stored arrays."""
-    def g(*models):
+    def g(*models: Any) -> Any:
         full = list(values)
         for i, m in zip(dups, models):
             full[i] = m

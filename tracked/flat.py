@@ -8,15 +8,19 @@ occurs twice counted once.  Integer and boolean arrays, Python numbers (a layer'
 ``re`` puts them back as they are, ``nparams`` does not count them, and
 ``tr.Duplicated`` stores no gradient for them.
 """
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 
-from .tree_util import flatten, unflatten
+from .tree_util import TreeDef, flatten, unflatten
 from .values import Tracked
 
 __all__ = ['trainable', 'destructure', 'Restructure', 'nparams']
 
 
-def trainable(x):
+def trainable(x: Any) -> bool:
     """``trainable(x)``: whether ``x`` is a parameter: an array (or a tracked value) of
     floating-point or complex numbers.
 
@@ -27,7 +31,7 @@ def trainable(x):
     return isinstance(x, (np.ndarray, Tracked)) and x.dtype.kind in 'fc'
 
 
-def nparams(tree):
+def nparams(tree: Any) -> int:
     """``nparams(tree)``: the number of parameters (elements of trainable arrays) in a
     tree; an array that occurs twice (tied weights) is counted once.
 
@@ -41,7 +45,7 @@ def nparams(tree):
     return sum(int(np.size(a)) for a in flatten(tree, trainable)[0])
 
 
-def destructure(model):
+def destructure(model: Any) -> tuple[np.ndarray, Restructure]:
     """``flat, re = destructure(model)``: one vector of every trainable array of
     ``model`` (in the order the tree is walked; a tied array once), and ``re``, which
     rebuilds a model of the same types from such a vector (``Flux.destructure``).
@@ -88,14 +92,15 @@ class Restructure:
     ValueError: re(v): v has length 5; the model has 6 parameters, so v must be a vector of length 6
     """
 
-    def __init__(self, treedef, specs, name='model'):
+    def __init__(self, treedef: TreeDef, specs: list[tuple[tuple[int, ...], np.dtype]],
+                 name: str = 'model') -> None:
         self.treedef = treedef
         self.name = name
         self.specs = specs                       # (shape, dtype) of each array
         self.offsets = np.cumsum([0] + [int(np.prod(s, dtype=np.int64)) for s, _ in specs])
         self.length = int(self.offsets[-1])
 
-    def __call__(self, v):
+    def __call__(self, v: Any) -> Any:      # a vector: array-like or tracked
         shape = np.shape(v)
         if len(shape) != 1 or shape[0] != self.length:
             given = f'length {shape[0]}' if len(shape) == 1 else f'shape {shape}'
@@ -117,5 +122,5 @@ class Restructure:
             pieces.append(piece)
         return unflatten(self.treedef, pieces)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f'Restructure({self.name}, {self.length:_} parameters)'

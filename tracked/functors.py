@@ -5,6 +5,11 @@ objects and registered classes whose leaves are arrays, as in Flux's Functors.jl
 the tree protocol (what is walked, how a node is rebuilt, ``@leaf``,
 ``register_node``) is tracked/tree_util.py's, and ``fmap`` is its ``tree_map``.
 """
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import numpy as np
 
 from . import values as _values
@@ -12,10 +17,13 @@ from .arguments import is_number_list
 from .tree_util import isnumeric, is_node, leaf, leaves, tree_map
 from .values import Tracked, value
 
+T = TypeVar('T')
+
 __all__ = ['fmap', 'leaf', 'isnumeric', 'param', 'data', 'grad', 'zero_grad', 'istracked']
 
 
-def fmap(fn, tree, *others, exclude=None):
+def fmap(fn: Callable[..., Any], tree: Any, *others: Any,
+         exclude: Callable[[Any], bool] | None = None) -> Any:
     """``fmap(fn, tree)``: a new tree of the same types with ``fn`` applied to each array leaf.
 
     The walk enters dicts, lists, tuples, named tuples, dataclasses, objects (their
@@ -39,11 +47,11 @@ def fmap(fn, tree, *others, exclude=None):
 # Tree versions of param, data, grad, zero_grad, istracked
 # --------------------------------------------------------------------------
 
-def _is_single(x):
+def _is_single(x: Any) -> bool:
     return isinstance(x, (np.ndarray, Tracked, int, float, np.generic)) or not is_node(x)
 
 
-def param(x):
+def param(x: Any) -> Any:
     """``param(x)``: a tracked leaf for an array or number (a list of numbers is an
     array); for a model, ``fmap(param, model)``: every array and float leaf a parameter.
 
@@ -59,11 +67,11 @@ def param(x):
     return fmap(_values.param, x)
 
 
-def _data1(x):
+def _data1(x: Any) -> Any:
     return value(x) if isinstance(x, Tracked) else x
 
 
-def data(x):
+def data(x: Any) -> Any:
     """``data(x)``: the value of a tracked value, or a model with every tracked leaf
     replaced by its value (one level of tracking is removed).
 
@@ -85,15 +93,15 @@ def data(x):
     return fmap(_data1, x, exclude=_is_tracked)
 
 
-def _is_tracked(x):
+def _is_tracked(x: Any) -> bool:
     return isinstance(x, Tracked)
 
 
-def _grad1(x):
+def _grad1(x: Any) -> Any:
     return x.grad if isinstance(x, Tracked) else None
 
 
-def grad(x):
+def grad(x: Any) -> Any:
     """``grad(x)``: the accumulated gradient of a leaf made by ``param``, or the gradient
     tree of a model (None where there is no gradient buffer).
 
@@ -107,7 +115,7 @@ def grad(x):
     return tree_map(_grad1, x, statics=False)
 
 
-def _zero1(x):
+def _zero1(x: Any) -> Any:
     if isinstance(x, Tracked):
         node = x._node
         if node.prim is None and isinstance(node.grad, np.ndarray):
@@ -115,7 +123,7 @@ def _zero1(x):
     return x
 
 
-def zero_grad(x):
+def zero_grad(x: T) -> T:
     """``zero_grad(x)``: set the gradient buffers of a leaf or of a whole model to zero;
     returns ``x``.
 
@@ -131,7 +139,7 @@ def zero_grad(x):
     return x
 
 
-def istracked(x):
+def istracked(x: Any) -> bool:
     """``istracked(x)``: whether ``x`` is a tracked value, or a model holds one.
 
     >>> import numpy as np, tracked as tr

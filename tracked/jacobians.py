@@ -17,9 +17,14 @@ complex derivative exists only for holomorphic maps; the real-linear one is a
 instead.  Complex outputs of real arguments are fine: ``J`` is complex,
 ``J[k, i] = d Re(y_k)/dx_i + i d Im(y_k)/dx_i``.
 """
+from __future__ import annotations
+
 from collections import namedtuple
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from .api import gradient
 from .reverse import vjp
@@ -36,16 +41,16 @@ WithJacobian = namedtuple('WithJacobian', ['val', 'grad'])
 _MODES = ('auto', 'forward', 'reverse')
 
 
-def _array_arg(x):
+def _array_arg(x: Any) -> Any:
     """Jacobian-style operators take array-likes: a list of numbers is an array."""
     return np.asarray(x) if is_number_list(x) else x
 
 
-def _size(x):
+def _size(x: Any) -> int:
     return int(np.size(plain(x)))
 
 
-def _no_complex_inputs(spec, who):
+def _no_complex_inputs(spec: Args, who: str) -> None:
     for a in spec.flat:
         if float_dtype(a).kind == 'c':
             raise ValueError(
@@ -60,7 +65,8 @@ def _no_complex_inputs(spec, who):
 # Jacobians
 # --------------------------------------------------------------------------
 
-def withjacobian(f, *args, mode='auto'):
+def withjacobian(f: Callable[..., Any], *args: Any,
+                 mode: Literal['auto', 'forward', 'reverse'] = 'auto') -> WithJacobian:
     """``withjacobian(f, *args, mode='auto') -> (val, grad)``: the value of ``f`` and, per
     argument, ``J[k, i] = d y.ravel()[k] / d a.ravel()[i]``.
 
@@ -100,7 +106,8 @@ def withjacobian(f, *args, mode='auto'):
     return WithJacobian(y, spec.gradients(jacs, keep_value))
 
 
-def jacobian(f, *args, mode='auto'):
+def jacobian(f: Callable[..., Any], *args: Any,
+             mode: Literal['auto', 'forward', 'reverse'] = 'auto') -> tuple[Any, ...]:
     """``jacobian(f, *args, mode='auto')``: per argument the matrix
     ``J[k, i] = d y.ravel()[k] / d a.ravel()[i]`` (see ``withjacobian`` for ``mode``).
 
@@ -114,13 +121,13 @@ def jacobian(f, *args, mode='auto'):
     return withjacobian(f, *args, mode=mode).grad
 
 
-def _check_output(y, who='jacobian'):
+def _check_output(y: Any, who: str = 'jacobian') -> None:
     if not differentiable(y):
         raise ValueError(f'{who} needs f to return one array or number; f returned '
                          f'{type(y).__name__}. Use pullback(f, ...) for other outputs.')
 
 
-def _reverse_jacobian(y, back, spec):
+def _reverse_jacobian(y: Any, back: Callable[..., tuple[Any, ...]], spec: Args) -> list[Any]:
     """Per leaf ``J[k, i]`` from one reverse sweep per output element of ``y``."""
     shape = np.shape(plain(y))
     m = int(np.prod(shape))
@@ -132,7 +139,7 @@ def _reverse_jacobian(y, back, spec):
     return [_rows_to_matrix([r[j] for r in rows], a, m) for j, a in enumerate(spec.flat)]
 
 
-def _rows_to_matrix(rows, a, m):
+def _rows_to_matrix(rows: Sequence[Any], a: Any, m: int) -> Any:
     """``J[k, i]`` from the row cotangents of one argument leaf ``a``."""
     n = _size(a)
     scalar = np.ndim(plain(a)) == 0
@@ -148,7 +155,7 @@ def _rows_to_matrix(rows, a, m):
     return J
 
 
-def _basis_tangents(spec, n):
+def _basis_tangents(spec: Args, n: int) -> list[Any]:
     """Per leaf, its block of the identity: ``n`` tangents along a leading axis."""
     out, off = [], 0
     for a in spec.flat:
@@ -161,7 +168,8 @@ def _basis_tangents(spec, n):
     return out
 
 
-def _run_forward(f, spec, tangents, batch):
+def _run_forward(f: Callable[..., Any], spec: Args, tangents: Sequence[Any],
+                 batch: int | None) -> tuple[DualLevel, Any]:
     """``f`` on duals of one new level; returns the level and its output."""
     lvl = DualLevel(batch)
     leaves = [leaf_value(a) if t is None else make_dual(leaf_value(a), t, lvl)
@@ -174,7 +182,7 @@ def _run_forward(f, spec, tangents, batch):
         state.depth -= 1
 
 
-def _output_tangent(out, lvl, batch=None):
+def _output_tangent(out: Any, lvl: DualLevel, batch: int | None = None) -> tuple[Any, Any]:
     """The primal and tangent of ``out`` at ``lvl`` (zeros if it does not depend on it)."""
     y = out
     if isinstance(out, DUALS) and out._node is lvl:
@@ -184,7 +192,7 @@ def _output_tangent(out, lvl, batch=None):
     return y, t
 
 
-def _forward_jacobian(f, spec, n):
+def _forward_jacobian(f: Callable[..., Any], spec: Args, n: int) -> tuple[Any, list[Any]]:
     lvl, out = _run_forward(f, spec, _basis_tangents(spec, n), n)
     _check_output(primal(out))
     y, T = _output_tangent(out, lvl, n)
@@ -205,18 +213,18 @@ def _forward_jacobian(f, spec, n):
 # Hessians
 # --------------------------------------------------------------------------
 
-def _zeros_if_none(g, x):
+def _zeros_if_none(g: Any, x: Any) -> Any:
     if g is not None:
         return g
     return np.zeros(np.shape(plain(x)), float_dtype(x))
 
 
-def _grad_of(f):
+def _grad_of(f: Callable[..., Any]) -> Callable[[Any], Any]:
     """``x -> gradient(f, x)[0]`` (zeros where ``f`` does not depend on ``x``)."""
     return lambda x: _zeros_if_none(gradient(f, x)[0], x)
 
 
-def hessian(f, x):
+def hessian(f: Callable[..., Any], x: npt.ArrayLike) -> Any:
     """``hessian(f, x)``: ``H[i, j] = d^2 f / d x.ravel()[i] d x.ravel()[j]``; a scalar for
     scalar ``x``.
 
@@ -237,7 +245,7 @@ def hessian(f, x):
     return H[0] if np.ndim(plain(x)) == 0 else H
 
 
-def hessian_reverse(f, x):
+def hessian_reverse(f: Callable[..., Any], x: npt.ArrayLike) -> Any:
     """``hessian_reverse(f, x)``: the Hessian, each row by its own reverse-over-reverse pass.
 
     Same result as ``hessian``, by another method: slower, and an independent check.
@@ -260,7 +268,7 @@ def hessian_reverse(f, x):
     return np.stack([np.reshape(r, (n,)) for r in rows])
 
 
-def diaghessian(f, *args):
+def diaghessian(f: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
     """``diaghessian(f, *args)``: per argument an array shaped like it, the Hessian's diagonal.
 
     One forward pass over the reverse-mode gradient, one tangent per input element.
@@ -274,7 +282,7 @@ def diaghessian(f, *args):
     _no_complex_inputs(spec, 'diaghessian')
     n = sum(_size(a) for a in spec.flat)
 
-    def grads(*ls):
+    def grads(*ls: Any) -> tuple[Any, ...]:
         return tuple(_zeros_if_none(g, x) for g, x in zip(
             gradient(lambda *l2: f(*spec.rebuild(l2)), *ls), ls))
     lvl = DualLevel(n)
@@ -295,13 +303,13 @@ def diaghessian(f, *args):
 # Products without matrices
 # --------------------------------------------------------------------------
 
-def _tangent_leaves(args, tangents):
+def _tangent_leaves(args: Sequence[Any], tangents: Sequence[Any]) -> list[Any]:
     """The tangent of each differentiated leaf of ``args`` (None where the tangent tree
     has None: that argument is a constant)."""
     if len(tangents) != len(args):
         raise ValueError(f'jvp: {len(args)} arguments but {len(tangents)} tangents; give one '
                          f'tangent per argument (None for a constant)')
-    out = []
+    out: list[Any] = []
     for a, t in zip(args, tangents):
         leaves = Args((_array_arg(a),)).flat
         if t is None:
@@ -325,7 +333,8 @@ def _tangent_leaves(args, tangents):
     return out
 
 
-def jvp(f, args, tangents):
+def jvp(f: Callable[..., Any], args: Sequence[Any],
+        tangents: Sequence[Any]) -> tuple[Any, Any]:
     """``jvp(f, args, tangents) -> (y, J @ v)``: the value of ``f(*args)`` and its
     directional derivative along ``tangents`` (one per argument, mirroring it).
 
@@ -344,7 +353,7 @@ def jvp(f, args, tangents):
     return _output_tangent(out, lvl)
 
 
-def hvp(f, x, v):
+def hvp(f: Callable[..., Any], x: npt.ArrayLike, v: npt.ArrayLike) -> Any:
     """``hvp(f, x, v)``: the Hessian of scalar ``f`` at ``x`` times ``v``, without forming it.
 
     One forward pass along ``v`` over the reverse-mode gradient.

@@ -29,7 +29,13 @@ they are at each call.  Training mode is refused while a tape records (a replay 
 neither update the statistics nor draw new dropout masks); ``BatchNorm(n,
 track_stats=False)`` (batch statistics only, in both modes) records fine.
 """
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+
 import numpy as np
+import numpy.typing as npt
 
 from .custom import non_differentiable
 from .nn import Layer, as_rng, function_name
@@ -52,14 +58,19 @@ class State:
     (State(mean=array([0., 0.])), 3)
     """
 
-    def __init__(self, **arrays):
+    def __init__(self, **arrays: Any) -> None:
         self.__dict__.update(arrays)
 
-    def arrays(self):
+    def arrays(self) -> list[Any]:
         """The arrays held, in the order given."""
         return list(self.__dict__.values())
 
-    def __repr__(self):
+    if TYPE_CHECKING:           # its attributes are the names it was given
+        def __getattr__(self, name: str) -> Any: ...
+
+        def __setattr__(self, name: str, value: Any) -> None: ...
+
+    def __repr__(self) -> str:
         inner = ', '.join(f'{k}={v!r}' for k, v in self.__dict__.items())
         return f'State({inner})'
 
@@ -67,19 +78,19 @@ class State:
 class _Switchable(Layer):
     """A layer with a train/test mode, switched by ``trainmode``/``testmode``."""
 
-    active = None
+    active: bool | None = None
 
-    def _training(self, x, *params):
+    def _training(self, x: Any, *params: Any) -> bool:
         if self.active is not None:
             return bool(self.active)
         return (differentiating() or active_recorder() is not None or isinstance(x, Tracked)
                 or any(isinstance(p, Tracked) for p in params))
 
-    def _mode_text(self):
+    def _mode_text(self) -> str:
         return '' if self.active is None else f', active={bool(self.active)}'
 
 
-def _refuse_while_recording(layer, why):
+def _refuse_while_recording(layer: Any, why: str) -> None:
     if active_recorder() is not None:
         raise TypeError(
             f'{layer!r} in training mode {why}, which a recorded tape would not replay '
@@ -92,12 +103,12 @@ def _refuse_while_recording(layer, why):
 # recorded input x) that a replay re-runs, reading the State as it is then.  Read as
 # plain constants instead, a compiled tape would keep the values it was compiled with.
 @non_differentiable
-def _running_mean(x, state):
+def _running_mean(x: Any, state: State) -> np.ndarray:
     return np.array(state.mean)       # a copy: the State changes in place later
 
 
 @non_differentiable
-def _running_inv_std(x, state, eps):
+def _running_inv_std(x: Any, state: State, eps: float) -> Any:
     return 1 / np.sqrt(state.var + eps)
 
 
@@ -126,8 +137,9 @@ class BatchNorm(_Switchable):
            [2.67 , 6.125]])
     """
 
-    def __init__(self, n, activation=None, *, eps=1e-5, momentum=0.1, affine=True,
-                 track_stats=True, dtype=np.float64):
+    def __init__(self, n: int, activation: Callable[[Any], Any] | None = None, *,
+                 eps: float = 1e-5, momentum: float = 0.1, affine: bool = True,
+                 track_stats: bool = True, dtype: npt.DTypeLike = np.float64) -> None:
         n = int(n)
         self.scale = np.ones(n, dtype) if affine else None
         self.bias = np.zeros(n, dtype) if affine else None
@@ -138,11 +150,11 @@ class BatchNorm(_Switchable):
         self.activation = activation
         self.active = None
 
-    def _size(self):
+    def _size(self) -> int | None:
         a = self.scale if self.state is None else self.state.mean
         return None if a is None else np.shape(a)[0]
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         n = self._size()
         shape = np.shape(x)
         if n is not None and shape[-1:] != (n,):
@@ -161,16 +173,17 @@ class BatchNorm(_Switchable):
             y = y * self.scale + self.bias
         return y if self.activation is None else self.activation(y)
 
-    def _track(self, mean, var, count):
+    def _track(self, mean: Any, var: Any, count: int) -> None:
         _refuse_while_recording(self, 'updates its running statistics on every call')
         m = plain(self.momentum)
         state = self.state
+        assert state is not None            # (called only when it tracks)
         state.mean *= 1 - m
         state.mean += m * plain(mean)
         state.var *= 1 - m
         state.var += (m * count / max(count - 1, 1)) * plain(var)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         n = self._size()
         if n is None and (self.state is not None or self.scale is not None):
             return f'BatchNorm(scale={self.scale!r}, bias={self.bias!r})'  # a gradient tree
@@ -195,15 +208,18 @@ class LayerNorm(Layer):
            [-1.,  1.]])
     """
 
-    def __init__(self, n, activation=None, *, eps=1e-5, affine=True, dtype=np.float64):
-        shape = (int(n),) if np.ndim(n) == 0 else tuple(int(k) for k in n)
+    def __init__(self, n: int | tuple[int, ...], activation: Callable[[Any], Any] | None = None,
+                 *, eps: float = 1e-5, affine: bool = True,
+                 dtype: npt.DTypeLike = np.float64) -> None:
+        shape = (int(cast(int, n)),) if np.ndim(n) == 0 else \
+            tuple(int(k) for k in cast(tuple, n))
         self.size = shape
         self.scale = np.ones(shape, dtype) if affine else None
         self.bias = np.zeros(shape, dtype) if affine else None
         self.eps = eps
         self.activation = activation
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         k = len(self.size)
         shape = np.shape(x)
         want = tuple(int(plain(s)) for s in self.size)
@@ -217,7 +233,7 @@ class LayerNorm(Layer):
             y = y * self.scale + self.bias
         return y if self.activation is None else self.activation(y)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if any(s is None for s in self.size):
             return f'LayerNorm(scale={self.scale!r}, bias={self.bias!r})'     # a gradient tree
         size = [int(plain(s)) for s in self.size]
@@ -242,14 +258,14 @@ class Dropout(_Switchable):
     array([1., 1.])
     """
 
-    def __init__(self, p, *, rng=None):
+    def __init__(self, p: float, *, rng: int | np.random.Generator | None = None) -> None:
         if not 0 <= p <= 1:
             raise ValueError(f'Dropout(p): p is a probability in [0, 1], got {p}')
         self.p = float(p)
         self.rng = as_rng(rng)
         self.active = None
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         p = plain(self.p)
         if p == 0 or not self._training(x):
             return x
@@ -259,7 +275,7 @@ class Dropout(_Switchable):
         scale = keep.astype(dtype) * dtype.type(1 / (1 - p) if p < 1 else 0)
         return x * scale
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f'Dropout({plain(self.p)}{self._mode_text()})'
 
 
@@ -267,10 +283,11 @@ class Dropout(_Switchable):
 # trainmode, testmode
 # --------------------------------------------------------------------------
 
-_MODES = {True: True, False: False, 'auto': None, None: None}
+_MODES: dict[Any, bool | None] = {True: True, False: False, 'auto': None, None: None}
+M = TypeVar('M')
 
 
-def trainmode(model, active=True):
+def trainmode(model: M, active: bool | Literal['auto'] | None = True) -> M:
     """``trainmode(model, active=True)``: put every ``BatchNorm`` and ``Dropout`` of the
     tree in training mode (``active=False``: test mode; ``'auto'``: automatic, the
     default); returns ``model``.
@@ -290,7 +307,7 @@ def trainmode(model, active=True):
     return model
 
 
-def testmode(model, inactive=True):
+def testmode(model: M, inactive: bool | Literal['auto'] | None = True) -> M:
     """``testmode(model, inactive=True)``: put every ``BatchNorm`` and ``Dropout`` of
     the tree in test mode (``inactive=False``: training mode; ``'auto'``: automatic);
     returns ``model``.

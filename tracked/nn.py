@@ -11,9 +11,14 @@ Conventions: a batch is the *first* axis and features the *last* (``x`` has shap
 ``(batch, n_in)``), so a ``Dense`` weight is ``(n_out, n_in)`` and ``y = x @ W.T + b``;
 activations and losses that work over classes use the last axis.
 """
+from __future__ import annotations
+
 import types
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ['Dense', 'Embedding', 'Chain',
            'relu', 'sigmoid', 'tanh', 'softmax', 'logsoftmax', 'logsumexp',
@@ -24,7 +29,7 @@ __all__ = ['Dense', 'Embedding', 'Chain',
 # Activations
 # --------------------------------------------------------------------------
 
-def relu(x):
+def relu(x: Any) -> Any:
     """``relu(x) -> max(x, 0)`` elementwise, with derivative 0 at 0 (as in Flux and PyTorch).
 
     >>> import numpy as np, tracked as tr
@@ -35,7 +40,7 @@ def relu(x):
     return np.where(x > 0, x, 0)
 
 
-def sigmoid(x):
+def sigmoid(x: Any) -> Any:
     """``sigmoid(x) -> 1 / (1 + exp(-x))`` elementwise, without overflow for large ``|x|``.
 
     >>> import numpy as np, tracked as tr
@@ -47,7 +52,7 @@ def sigmoid(x):
     return np.exp(-np.logaddexp(0, -x))
 
 
-def tanh(x):
+def tanh(x: Any) -> Any:
     """``tanh(x)`` elementwise (``np.tanh``, listed here for use as a layer activation).
 
     >>> import numpy as np, tracked as tr
@@ -57,7 +62,7 @@ def tanh(x):
     return np.tanh(x)
 
 
-def logsumexp(x, axis=-1, keepdims=False):
+def logsumexp(x: Any, axis: int | tuple[int, ...] | None = -1, keepdims: bool = False) -> Any:
     """``logsumexp(x, axis=-1) -> log(sum(exp(x), axis))``, computed without overflow.
 
     Reduces over the *last* axis by default (the class axis of a batch of logits);
@@ -80,7 +85,7 @@ def logsumexp(x, axis=-1, keepdims=False):
     return np.reshape(y, tuple(n for i, n in enumerate(shape) if i not in axes))
 
 
-def softmax(x, axis=-1):
+def softmax(x: Any, axis: int | tuple[int, ...] | None = -1) -> Any:
     """``softmax(x, axis=-1) -> exp(x) / sum(exp(x), axis)``: probabilities along the last axis.
 
     >>> import numpy as np, tracked as tr
@@ -91,7 +96,7 @@ def softmax(x, axis=-1):
     return z / np.sum(z, axis=axis, keepdims=True)
 
 
-def logsoftmax(x, axis=-1):
+def logsoftmax(x: Any, axis: int | tuple[int, ...] | None = -1) -> Any:
     """``logsoftmax(x, axis=-1) -> x - logsumexp(x, axis)``: log-probabilities, stable.
 
     >>> import numpy as np, tracked as tr
@@ -105,7 +110,7 @@ def logsoftmax(x, axis=-1):
 # Losses: mean over the batch (Flux's default agg=mean)
 # --------------------------------------------------------------------------
 
-def mse(yhat, y, agg=np.mean):
+def mse(yhat: Any, y: Any, agg: Callable[[Any], Any] = np.mean) -> Any:
     """``mse(yhat, y) -> mean((yhat - y) ** 2)`` over all elements (``agg=np.sum`` to sum).
 
     >>> import numpy as np, tracked as tr
@@ -115,7 +120,7 @@ def mse(yhat, y, agg=np.mean):
     return agg((yhat - y) ** 2)
 
 
-def _targets(y, like):
+def _targets(y: Any, like: Any) -> Any:
     """``y`` as one-hot/probabilities shaped like ``like``: class labels are expanded.
 
     Labels are recognised by having one axis fewer than the predictions.  They are
@@ -137,7 +142,8 @@ def _targets(y, like):
     return (np.expand_dims(labels, -1) == np.arange(np.shape(like)[-1])).astype(np.float64)
 
 
-def crossentropy(yhat, y, agg=np.mean, eps=None):
+def crossentropy(yhat: Any, y: Any, agg: Callable[[Any], Any] = np.mean,
+                 eps: float | None = None) -> Any:
     """``crossentropy(yhat, y) -> mean over the batch of -sum(y * log(yhat + eps), axis=-1)``.
 
     ``yhat`` holds probabilities (e.g. the output of ``softmax``) with classes on the
@@ -157,7 +163,7 @@ def crossentropy(yhat, y, agg=np.mean, eps=None):
     return agg(-np.sum(y * np.log(yhat + eps), axis=-1))
 
 
-def logitcrossentropy(logits, y, agg=np.mean):
+def logitcrossentropy(logits: Any, y: Any, agg: Callable[[Any], Any] = np.mean) -> Any:
     """``logitcrossentropy(logits, y) -> crossentropy(softmax(logits), y)``, computed stably.
 
     Classes are on the last axis; ``y`` is one-hot or probabilities shaped like
@@ -171,7 +177,8 @@ def logitcrossentropy(logits, y, agg=np.mean):
     return agg(-np.sum(y * logsoftmax(logits, axis=-1), axis=-1))
 
 
-def onehot(labels, n_classes, dtype=np.float64):
+def onehot(labels: npt.ArrayLike, n_classes: int,
+           dtype: npt.DTypeLike = np.float64) -> npt.NDArray[Any]:
     """``onehot(labels, n) -> array of shape labels.shape + (n,)``, 1 at each label.
 
     >>> import numpy as np, tracked as tr
@@ -192,12 +199,12 @@ def onehot(labels, n_classes, dtype=np.float64):
 # Layers
 # --------------------------------------------------------------------------
 
-def as_rng(rng):
+def as_rng(rng: int | np.random.Generator | None) -> np.random.Generator:
     """A NumPy ``Generator`` from a seed or a generator (the layers' ``rng=``)."""
     return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
 
 
-def _weight(w, what):
+def _weight(w: Any, what: str) -> Any:
     """A layer's weight as a float array (integer input becomes float64, like ``param``)."""
     if getattr(w, 'dtype', None) is not None and not isinstance(w, np.ndarray):
         return w                                  # a tracked value: keep it as it is
@@ -209,7 +216,7 @@ def _weight(w, what):
     return w
 
 
-def function_name(f):
+def function_name(f: Any) -> str:
     """How a layer prints its activation function."""
     return getattr(f, '__name__', repr(f))
 
@@ -223,7 +230,7 @@ class Layer:
     Dense(2 => 3)       # 9 parameters
     """
 
-    def __str__(self):
+    def __str__(self) -> str:
         from .show import summary      # show.py imports this module
         return summary(self)
 
@@ -244,7 +251,9 @@ class Dense(Layer):
            [0. ]])
     """
 
-    def __init__(self, *args, activation=None, bias=None, rng=None, dtype=np.float64):
+    def __init__(self, *args: Any, activation: Callable[[Any], Any] | None = None,
+                 bias: Any = None, rng: int | np.random.Generator | None = None,
+                 dtype: npt.DTypeLike = np.float64) -> None:
         if not args:
             raise TypeError('Dense(n_in, n_out, activation=None) or '
                             'Dense(weight, bias=None, activation=None)')
@@ -286,7 +295,7 @@ class Dense(Layer):
             raise TypeError(f'Dense activation must be callable, got {activation!r}')
         self.activation = activation
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         n_out, n_in = self.weight.shape
         shape = x.shape if hasattr(x, 'shape') else np.shape(x)
         if shape[-1:] != (n_in,):
@@ -297,7 +306,7 @@ class Dense(Layer):
             y = y + self.bias
         return y if self.activation is None else self.activation(y)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if np.ndim(self.weight) != 2:                # e.g. a gradient tree with None
             return f'Dense(weight={self.weight!r}, bias={self.bias!r})'
         n_out, n_in = np.shape(self.weight)
@@ -320,7 +329,8 @@ class Embedding(Layer):
            [1., 2.]]))
     """
 
-    def __init__(self, *args, rng=None, dtype=np.float64):
+    def __init__(self, *args: Any, rng: int | np.random.Generator | None = None,
+                 dtype: npt.DTypeLike = np.float64) -> None:
         if len(args) == 2 and all(isinstance(a, (int, np.integer)) for a in args):
             self.weight = as_rng(rng).standard_normal((int(args[0]), int(args[1]))).astype(dtype)
         elif len(args) == 1 and not isinstance(args[0], (int, np.integer)):
@@ -331,7 +341,7 @@ class Embedding(Layer):
         else:
             raise TypeError(f'Embedding(n_vocab, dim) or Embedding(weight), got {args!r}')
 
-    def __call__(self, i):
+    def __call__(self, i: Any) -> Any:          # an integer, or an integer array
         idx = np.asarray(i)
         if idx.dtype.kind not in 'iu':
             raise TypeError(f'Embedding expects integer indices, got dtype {idx.dtype}')
@@ -341,7 +351,7 @@ class Embedding(Layer):
                              f'(0..{n - 1}), got indices from {idx.min()} to {idx.max()}')
         return self.weight[i if idx.ndim == 0 else idx]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if np.ndim(self.weight) != 2:
             return f'Embedding(weight={self.weight!r})'
         n, d = np.shape(self.weight)
@@ -360,27 +370,27 @@ class Chain(Layer):
     array([0.5, 0.5])
     """
 
-    def __init__(self, *layers):
+    def __init__(self, *layers: Callable[..., Any]) -> None:
         for layer in layers:
             if not callable(layer):
                 raise TypeError(f'Chain layers must be callable, got {layer!r}')
         self.layers = tuple(layers)
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         for layer in self.layers:
             x = layer(x)
         return x
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.layers)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Callable[..., Any]]:
         return iter(self.layers)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int | slice) -> Any:
         return Chain(*self.layers[i]) if isinstance(i, slice) else self.layers[i]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         inner = ', '.join(function_name(layer) if isinstance(layer, FUNCTION_TYPES)
                           else repr(layer) for layer in self.layers)
         return f'Chain({inner})'

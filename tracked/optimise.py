@@ -9,8 +9,12 @@ lists, tuples, named tuples, dataclasses, objects with attributes, registered cl
 so any model that ``gradient`` understands can be trained.  An array that occurs twice
 in the model (tied weights) has one state and is updated once, with its total gradient.
 """
+from __future__ import annotations
+
 import math
 import warnings
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -30,13 +34,13 @@ __all__ = ['Descent', 'Momentum', 'Adam', 'AdamW', 'OptLeaf', 'setup', 'update',
 class Rule:
     """Base of the optimisation rules: ``init`` makes an array's state, ``apply`` the step."""
 
-    def init(self, x):
+    def init(self, x: np.ndarray) -> Any:
         return None
 
-    def apply(self, state, x, g):
+    def apply(self, state: Any, x: np.ndarray, g: np.ndarray) -> Any:
         raise NotImplementedError
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         args = ', '.join(f'{k}={v!r}' for k, v in vars(self).items())
         return f'{type(self).__name__}({args})'
 
@@ -51,10 +55,10 @@ class Descent(Rule):
     array([0.5, 1.5])
     """
 
-    def __init__(self, lr=0.1):
+    def __init__(self, lr: float = 0.1) -> None:
         self.lr = lr
 
-    def apply(self, state, x, g):
+    def apply(self, state: None, x: np.ndarray, g: np.ndarray) -> Any:
         return self.lr * g
 
 
@@ -69,13 +73,13 @@ class Momentum(Rule):
     array([0.75])
     """
 
-    def __init__(self, lr=0.01, rho=0.9):
+    def __init__(self, lr: float = 0.01, rho: float = 0.9) -> None:
         self.lr, self.rho = lr, rho
 
-    def init(self, x):
+    def init(self, x: np.ndarray) -> np.ndarray:
         return np.zeros_like(x)
 
-    def apply(self, v, x, g):
+    def apply(self, v: np.ndarray, x: np.ndarray, g: np.ndarray) -> np.ndarray:
         v *= self.rho
         v += self.lr * g
         return v
@@ -95,13 +99,14 @@ class Adam(Rule):
     array([ 0.9, -0.9])
     """
 
-    def __init__(self, lr=0.001, betas=(0.9, 0.999), eps=1e-8):
+    def __init__(self, lr: float = 0.001, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8) -> None:
         self.lr, self.betas, self.eps = lr, tuple(betas), eps
 
-    def init(self, x):
+    def init(self, x: np.ndarray) -> list[Any]:
         return [np.zeros_like(x), np.zeros_like(x), 0, np.empty_like(x)]
 
-    def apply(self, state, x, g):
+    def apply(self, state: list[Any], x: np.ndarray, g: np.ndarray) -> np.ndarray:
         m, v, t, step = state
         b1, b2 = self.betas
         t += 1
@@ -134,11 +139,12 @@ class AdamW(Adam):
     array([0.95])
     """
 
-    def __init__(self, lr=0.001, betas=(0.9, 0.999), decay=0.0, eps=1e-8):
+    def __init__(self, lr: float = 0.001, betas: tuple[float, float] = (0.9, 0.999),
+                 decay: float = 0.0, eps: float = 1e-8) -> None:
         super().__init__(lr, betas, eps)
         self.decay = decay
 
-    def apply(self, state, x, g):
+    def apply(self, state: list[Any], x: np.ndarray, g: np.ndarray) -> np.ndarray:
         step = super().apply(state, x, g)
         if self.decay:
             step = step + (self.lr * self.decay) * x
@@ -154,18 +160,18 @@ class OptLeaf:
 
     __slots__ = ('rule', 'state')
 
-    def __init__(self, rule, state):
+    def __init__(self, rule: Rule, state: Any) -> None:
         self.rule, self.state = rule, state
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f'OptLeaf({self.rule!r})'
 
 
-def _is_array(x):
+def _is_array(x: Any) -> bool:
     return isinstance(x, (np.ndarray, Tracked)) and np.dtype(x.dtype).kind in 'fiu'
 
 
-def setup(rule, model):
+def setup(rule: Rule, model: Any) -> Any:
     """``setup(rule, model) -> state``: a tree like ``model`` with an ``OptLeaf`` per array.
 
     Arrays that occur several times (tied weights) share one ``OptLeaf``; tracked
@@ -187,12 +193,12 @@ def setup(rule, model):
     if isinstance(model, Duplicated):
         model = model.val
 
-    def init(x):
+    def init(x: Any) -> OptLeaf | None:
         return OptLeaf(rule, rule.init(plain(x))) if _is_array(x) else None
     return tree_map(init, model, statics=False)
 
 
-def update(state, model, grads=None):
+def update(state: Any, model: Any, grads: Any = None) -> None:
     """``update(state, model, grads)``: one optimiser step, changing ``model``'s arrays in place.
 
     ``grads`` mirrors the model as ``tr.gradient(loss, model)[0]`` does (``None`` where
@@ -227,7 +233,7 @@ def update(state, model, grads=None):
             _functors.zero_grad(x)             # Tracker's update! resets the gradient
 
 
-def _check_writeable(value):
+def _check_writeable(value: Any) -> None:
     if isinstance(value, np.ndarray) and value.flags.writeable:
         return
     if isinstance(value, np.ndarray) and protected(value):
@@ -242,12 +248,12 @@ def _check_writeable(value):
                     f'NumPy arrays')
 
 
-def _checked_steps(state, model, grads):
+def _checked_steps(state: Any, model: Any, grads: Any) -> list[tuple[OptLeaf, Any, Any]]:
     """``(leaf, array, gradient)`` for every array to update, by walking the three trees
     together with ``fmap``; raises a readable error where they differ."""
     steps = []
 
-    def collect(x, leaf, g=None):
+    def collect(x: Any, leaf: Any, g: Any = None) -> Any:
         if leaf is None:
             return x
         if not isinstance(leaf, OptLeaf):
@@ -281,11 +287,13 @@ def _checked_steps(state, model, grads):
 # gradient of a small model.  The plan lists, once per (model, state), where each array
 # sits; a step then only follows those paths, and re-checks that the model still holds
 # the same arrays there (any doubt falls back to the full walk above).
-_PLANS = {}
+# (id(model), id(state)) -> (model, state, the plan or None)
+_PLANS: dict[tuple[int, int], tuple[Any, Any, list[tuple[Any, Any, OptLeaf]] | None]] = {}
 _MAX_PLANS = 8
 
 
-def _planned_steps(state, model, grads):
+def _planned_steps(state: Any, model: Any,
+                   grads: Any) -> list[tuple[OptLeaf, Any, Any]] | None:
     key = (id(model), id(state))
     plan = _PLANS.get(key)
     if plan is None or plan[0] is not model or plan[1] is not state:
@@ -314,7 +322,7 @@ def _planned_steps(state, model, grads):
     return steps
 
 
-def _plan(model, state):
+def _plan(model: Any, state: Any) -> list[tuple[Any, Any, OptLeaf]] | None:
     """``[(path, array, OptLeaf)]`` for each distinct array of the model, or None."""
     entries = []
     try:
@@ -338,7 +346,9 @@ class _StructureError(Exception):
 # The training loop
 # --------------------------------------------------------------------------
 
-def train(loss, model, data, state, *, tape=None, adtype=None, progress=True, desc=None):
+def train(loss: Callable[..., Any], model: Any, data: Iterable[Any], state: Any, *,
+          tape: Any = None, adtype: Any = None, progress: bool = True,
+          desc: str | None = None) -> list[float]:
     """``train(loss, model, data, state) -> losses``: one pass over ``data``, one step per batch.
 
     For each ``batch`` of ``data``, computes the gradient of ``loss(model, *batch)``
@@ -374,7 +384,7 @@ def train(loss, model, data, state, *, tape=None, adtype=None, progress=True, de
             warnings.warn('tr.train shows its progress bar with tqdm, which is not installed '
                           '(pip install tqdm); training without one', stacklevel=2)
 
-        def tqdm(it, **kwargs):
+        def tqdm(it: Iterable[Any], **kwargs: Any) -> Any:
             return _NoBar(it)
     if isinstance(state, Rule):
         raise TypeError(f'train(loss, model, data, state): state must be the optimiser state '
@@ -383,7 +393,7 @@ def train(loss, model, data, state, *, tape=None, adtype=None, progress=True, de
     losses = []
     smooth = 0.0
     try:
-        n = len(data)
+        n = len(data)  # type: ignore[arg-type]  # a generator has none: TypeError
     except TypeError:
         n = None
     bar = tqdm(data, total=n, desc=desc, disable=not progress, mininterval=0.5,
@@ -405,7 +415,8 @@ def train(loss, model, data, state, *, tape=None, adtype=None, progress=True, de
     return losses
 
 
-def _gradient_step(loss, tape, adtype, duplicated=False):
+def _gradient_step(loss: Callable[..., Any], tape: Any, adtype: Any,
+                   duplicated: bool = False) -> Callable[[Any, tuple[Any, ...]], tuple[Any, Any]]:
     """A function ``(model, batch) -> (loss value, gradient of the model)``."""
     from . import api
     if tape is not None and adtype is not None:
@@ -417,56 +428,56 @@ def _gradient_step(loss, tape, adtype, duplicated=False):
                             'not tape=')
         backend = () if adtype is None else (adtype,)
 
-        def step(dup, batch):
+        def duplicated_step(dup: Any, batch: tuple[Any, ...]) -> tuple[Any, Any]:
             # The batch is an argument next to a Duplicated one: constant, not differentiated.
             val, g = api.withgradient(loss, *backend, dup, *batch)
             return _first(val), g[0]
-        return step
+        return duplicated_step
     if tape is not None:
-        buffers = []
+        buffers: list[Any] = []
 
-        def step(model, batch):
+        def tape_step(model: Any, batch: tuple[Any, ...]) -> tuple[Any, Any]:
             # From the second step on, the gradient is written into the first step's
             # arrays (out=): a compiled tape then allocates nothing per step.
             val, g = tape.withgradient(model, *batch, out=buffers[0] if buffers else None)
             if not buffers:
                 buffers.append(g)
             return _first(val), _model_grad(g)
-        return step
+        return tape_step
     if adtype is not None:
-        def step(model, batch):
+        def backend_step(model: Any, batch: tuple[Any, ...]) -> tuple[Any, Any]:
             val, g = api.withgradient(loss, adtype, model, *batch)
             return _first(val), g[0]
-        return step
+        return backend_step
 
-    def step(model, batch):
+    def step(model: Any, batch: tuple[Any, ...]) -> tuple[Any, Any]:
         # Only the model is differentiated: the batch is closed over, not an argument.
         val, g = api.withgradient(lambda m: loss(m, *batch), model)
         return _first(val), g[0]
     return step
 
 
-def _first(val):
+def _first(val: Any) -> Any:
     if isinstance(val, dict):
         return next(iter(val.values()))
     return val[0] if isinstance(val, tuple) else val
 
 
-def _model_grad(g):
+def _model_grad(g: Any) -> Any:
     return g[0] if isinstance(g, tuple) else g
 
 
 class _NoBar:
     """Stands in for a tqdm bar when tqdm is not installed."""
 
-    def __init__(self, it):
+    def __init__(self, it: Iterable[Any]) -> None:
         self._it = it
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(self._it)
 
-    def set_postfix(self, *args, **kwargs):
+    def set_postfix(self, *args: Any, **kwargs: Any) -> None:
         pass
 
-    def close(self):
+    def close(self) -> None:
         pass

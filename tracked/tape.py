@@ -23,6 +23,7 @@ import itertools
 import threading
 import weakref
 from heapq import heappop, heappush, heappushpop
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -77,8 +78,8 @@ class Node:
     args: Any                   # tuple | None
     kwargs: Any                 # dict | None
     ans: Any
-    shape: tuple[int, ...]
-    parents: tuple[tuple[int, 'Node'], ...]
+    shape: Any                  # tuple[int, ...]; None on a multi-output entry
+    parents: Sequence[tuple[int, 'Node']]
     seq: int
     level: int
     same_shape: bool

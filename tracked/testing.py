@@ -1,4 +1,9 @@
 """``gradcheck``: reverse mode against central finite differences, to any order."""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import numpy as np
 
 from .reverse import vjp
@@ -8,17 +13,18 @@ from .values import plain
 __all__ = ['gradcheck', 'jvpcheck']
 
 
-def _as_numbers(y):
+def _as_numbers(y: Any) -> np.ndarray:
     y = np.asarray(plain(y))
     return y.astype(np.complex128 if y.dtype.kind == 'c' else np.float64)
 
 
-def _directional(f, x, v, eps):
+def _directional(f: Callable[[Any], Any], x: np.ndarray, v: np.ndarray,
+                 eps: float) -> np.ndarray:
     """Central difference of ``f`` at ``x`` along ``v``: an array like f's output."""
     return (_as_numbers(f(x + eps * v)) - _as_numbers(f(x - eps * v))) / (2 * eps)
 
 
-def _random_like(rng, x):
+def _random_like(rng: np.random.Generator, x: Any) -> np.ndarray:
     """A random direction of ``x``'s shape: complex for a complex ``x``."""
     v = rng.standard_normal(np.shape(x))
     if np.iscomplexobj(x):
@@ -26,13 +32,14 @@ def _random_like(rng, x):
     return v
 
 
-def _inner(a, b):
+def _inner(a: Any, b: Any) -> float:
     """The real inner product ``Re(sum(conj(a) * b))`` under which pullbacks are adjoints
     (ChainRules' convention: a complex number is a pair of reals)."""
     return float(np.real(np.sum(np.conj(a) * b)))
 
 
-def _check_first(f, x, rng, eps, rtol, atol, what):
+def _check_first(f: Callable[[Any], Any], x: np.ndarray, rng: np.random.Generator,
+                 eps: float, rtol: float, atol: float, what: str) -> np.ndarray:
     y = _as_numbers(f(x))
     v = _random_like(rng, x)
     u = _random_like(rng, y)
@@ -56,7 +63,8 @@ def _check_first(f, x, rng, eps, rtol, atol, what):
     return u
 
 
-def gradcheck(f, *args, order=2, eps=1e-6, rtol=1e-5, atol=1e-6, seed=0):
+def gradcheck(f: Callable[..., Any], *args: Any, order: int = 2, eps: float = 1e-6,
+              rtol: float = 1e-5, atol: float = 1e-6, seed: int = 0) -> bool:
     """``gradcheck(f, *args, order=2)``: check reverse-mode derivatives of ``f`` against
     central finite differences in float64, up to ``order``; raise ``AssertionError``
     with a readable report on mismatch, return ``True`` otherwise.
@@ -81,16 +89,16 @@ def gradcheck(f, *args, order=2, eps=1e-6, rtol=1e-5, atol=1e-6, seed=0):
         return _gradcheck_leaves(f, args, order=order, eps=eps, rtol=rtol, atol=atol,
                                  seed=seed)
     rng = np.random.default_rng(seed)
-    args = [np.asarray(a, dtype=np.float64) if np.asarray(a).dtype.kind in 'iub'
-            else np.asarray(a) for a in args]
+    args = tuple(np.asarray(a, dtype=np.float64) if np.asarray(a).dtype.kind in 'iub'
+                 else np.asarray(a) for a in args)
     for i, x in enumerate(args):
-        def fi(xi, i=i):
+        def fi(xi: Any, i: int = i) -> Any:
             return f(*args[:i], xi, *args[i + 1:])
         _check_order(fi, x, order, rng, eps, rtol, atol, f'argument {i}')
     return True
 
 
-def _array_like(a, nested=False):
+def _array_like(a: Any, nested: bool = False) -> bool:
     """An array or number, or (nested) lists of numbers: checked as one array."""
     if isinstance(a, (list, tuple)):
         return all(_array_like(v, True) for v in a)
@@ -99,12 +107,12 @@ def _array_like(a, nested=False):
     return isinstance(a, (float, int, complex, np.number)) and not isinstance(a, bool)
 
 
-def _gradcheck_leaves(f, args, **options):
+def _gradcheck_leaves(f: Callable[..., Any], args: Sequence[Any], **options: Any) -> bool:
     """``gradcheck`` over the float leaves of argument trees; the rest are constants."""
     spec = Args(args)
     checked = [i for i, v in enumerate(spec.flat) if not isinstance(v, (int, np.integer))]
 
-    def f_leaves(*xs):
+    def f_leaves(*xs: Any) -> Any:
         vals = list(spec.flat)
         for i, x in zip(checked, xs):
             vals[i] = x
@@ -112,13 +120,15 @@ def _gradcheck_leaves(f, args, **options):
     return gradcheck(f_leaves, *[spec.flat[i] for i in checked], **options)
 
 
-def _check_order(f, x, order, rng, eps, rtol, atol, what):
+def _check_order(f: Callable[[Any], Any], x: np.ndarray, order: int,
+                 rng: np.random.Generator, eps: float, rtol: float, atol: float,
+                 what: str) -> None:
     u = _check_first(f, x, rng, eps, rtol, atol, f'{what}, order 1')
     if order <= 1:
         return
     u = u if np.ndim(u) else u[()]
 
-    def grad_along_u(xx):
+    def grad_along_u(xx: Any) -> Any:
         g = vjp(f, xx)[1](u)[0]
         return np.zeros(np.shape(xx), np.result_type(xx, 0.0)) if g is None else g
     eps2 = max(eps, 1e-5)
@@ -126,7 +136,8 @@ def _check_order(f, x, order, rng, eps, rtol, atol, what):
                  what.replace(', order 1', '') + f' (order {order})')
 
 
-def jvpcheck(f, *args, eps=1e-6, rtol=1e-5, atol=1e-6, seed=0):
+def jvpcheck(f: Callable[..., Any], *args: Any, eps: float = 1e-6, rtol: float = 1e-5,
+             atol: float = 1e-6, seed: int = 0) -> bool:
     """``jvpcheck(f, *args)``: check forward-mode tangents of ``f`` against central finite
     differences and against its own pullback (``<u, J v> == <J^T u, v>``), one argument
     at a time along random directions, and forward-mode Jacobians (all tangents in one
@@ -138,10 +149,10 @@ def jvpcheck(f, *args, eps=1e-6, rtol=1e-5, atol=1e-6, seed=0):
     """
     from .jacobians import jacobian, jvp
     rng = np.random.default_rng(seed)
-    args = [np.asarray(a, dtype=np.float64) if np.asarray(a).dtype.kind in 'iub'
-            else np.asarray(a) for a in args]
+    args = tuple(np.asarray(a, dtype=np.float64) if np.asarray(a).dtype.kind in 'iub'
+                 else np.asarray(a) for a in args)
     for i, x in enumerate(args):
-        def fi(xi, i=i):
+        def fi(xi: Any, i: int = i) -> Any:
             return f(*args[:i], xi, *args[i + 1:])
         what = f'argument {i}'
         v = _random_like(rng, x)

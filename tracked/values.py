@@ -5,6 +5,8 @@ Operators and NumPy's protocols (``__array_ufunc__``, ``__array_function__``) ro
 every call to ``apply``, which looks the callable up in the rule registry and
 records one node.  Nothing here lists NumPy functions: that is the rules' job.
 """
+from __future__ import annotations
+
 import dis
 import functools
 import inspect
@@ -12,8 +14,11 @@ import math
 import operator
 import sys
 import weakref
+from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import Any, NoReturn, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from . import registry
 from .conversions import conversion_error
@@ -24,12 +29,18 @@ from .tape import (Cotangents, Node, SparseCotangent, backward, new_node, record
 __all__ = ['Tracked', 'TrackedArray', 'TrackedReal', 'param', 'back', 'istracked',
            'apply', 'call', 'value']
 
+# Typing: operations on tracked values return ``Any``.  The result is a tracked value
+# where the operation is recorded, and a plain one where it is not (inside
+# ``ignore_derivatives``, a non-differentiable result such as a comparison, a value on
+# no tape); NumPy's stubs, which type ``np.sin(x)`` by ``x``'s ``__array__``, cannot
+# say either.  ``Primitive`` and tape ``Node`` fields are typed in their modules.
+
 
 # --------------------------------------------------------------------------
 # Recording one operation
 # --------------------------------------------------------------------------
 
-def apply(prim, args, kwargs):
+def apply(prim: registry.Primitive, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     """Run primitive ``prim`` on ``args`` and record it at the highest level among them."""
     # The hot path of the eager tape: every line here costs on each operation.
     level = -1
@@ -94,7 +105,8 @@ def apply(prim, args, kwargs):
     return record(prim, vals, kwargs, ans, parents, mask << _KEY_SHIFT | i, level)
 
 
-def forward_apply(prim, args, kwargs, level):
+def forward_apply(prim: registry.Primitive, args: Sequence[Any], kwargs: dict[str, Any],
+                  level: int) -> Any:
     """Forward mode at ``level``: ``tracked.forward`` puts its own here when imported
     (it builds on this module, so this module does not import it back).  Only its
     ``Dual`` values lead here, so it is always in place by then."""
@@ -102,7 +114,7 @@ def forward_apply(prim, args, kwargs, level):
                        'was imported; import tracked (the package), not its modules alone')
 
 
-def _index_level(positions, args, below=None):
+def _index_level(positions: Sequence[int], args: Sequence[Any], below: int | None = None) -> int:
     """The highest level of a tracked part of the index arguments at ``positions``
     (below ``below`` if given), or -1."""
     level = -1
@@ -116,7 +128,9 @@ def _index_level(positions, args, below=None):
     return level
 
 
-def record(prim, vals, kwargs, ans, parents, key, level, same_shape=False):
+def record(prim: registry.Primitive, vals: Sequence[Any], kwargs: dict[str, Any], ans: Any,
+           parents: Sequence[tuple[int, Node]], key: int, level: int,
+           same_shape: bool = False) -> 'Boxed':
     """Box ``ans`` = ``prim.fn(*vals, **kwargs)`` with its tape entry; ``parents`` are
     (position, node) pairs at ``level``, ``key`` is ``registry.plan_key(parents,
     len(vals))``.  ``tape.new_node`` inline: a call and its helpers cost ~15% of ``apply``.
@@ -146,7 +160,7 @@ def record(prim, vals, kwargs, ans, parents, key, level, same_shape=False):
     return t
 
 
-def protect_saved(node, saved, key):
+def protect_saved(node: Node, saved: Sequence[Any], key: int) -> None:
     """Make the arrays that ``node`` saved and the caller could change in place
     read-only while it lives (``tape.protect``): a leaf's value (also when saved
     through views of it, such as ``x[:-1]``) and constant arrays with the arrays they
@@ -168,7 +182,7 @@ def protect_saved(node, saved, key):
         _tape.protect(node, arrays)
 
 
-def leaf_root(node):
+def leaf_root(node: Node) -> np.ndarray | None:
     """The value array of the leaf that ``node``'s value is (a view of), or None."""
     while node.prim is not None:
         if not node.prim.view or not node.parents:
@@ -177,7 +191,8 @@ def leaf_root(node):
     return node.ans if type(node.ans) is np.ndarray else None
 
 
-def real_parents(parents, vals):
+def real_parents(parents: Sequence[tuple[int, Node]],
+                 vals: Sequence[Any]) -> tuple[int, ...] | None:
     """Positions of the real-valued parents of an entry whose output is complex: their
     cotangents are projected onto the reals (a real input's gradient is real)."""
     return tuple(p for p, _ in parents
@@ -192,25 +207,27 @@ def real_parents(parents, vals):
 # whose pullback puts its cotangent in its place.  The outputs keep NumPy's tuple or
 # named-tuple type (``SVDResult``, ``EighResult``, ...).
 
-def _select_fwd(outputs, k, n):
+def _select_fwd(outputs: Sequence[Any], k: int, n: int) -> Any:
     return outputs[k]
 
 
-def _select_vjp(g, ans, outputs, k, n):
+def _select_vjp(g: Any, ans: Any, outputs: Any, k: int, n: int) -> Cotangents:
     return Cotangents.one(k, g, n)
 
 
 SELECT = registry.Primitive(_select_fwd, (_select_vjp, None, None), name='output')
 
 
-def is_output_array(a):
+def is_output_array(a: Any) -> bool:
     """Whether an output of a multi-output primitive is differentiable (and boxed)."""
     if isinstance(a, Tracked):
         return True
     return isinstance(a, (np.ndarray, np.generic)) and a.dtype.kind in 'fc'
 
 
-def record_outputs(prim, vals, kwargs, ans, parents, key, level):
+def record_outputs(prim: registry.Primitive, vals: Sequence[Any], kwargs: dict[str, Any],
+                   ans: tuple[Any, ...], parents: Sequence[tuple[int, Node]], key: int,
+                   level: int) -> tuple[Any, ...]:
     """Record a multi-output primitive's entry; returns its outputs boxed."""
     keep_ans, saver, _ = prim.saves.get(key) or prim.plan(key)
     node = Node()
@@ -232,7 +249,8 @@ def record_outputs(prim, vals, kwargs, ans, parents, key, level):
     return box_outputs(ans, node, level)
 
 
-def box_outputs(ans, node, level, on_output=None):
+def box_outputs(ans: tuple[Any, ...], node: Node, level: int,
+                on_output: Callable[[int, Node, Any], Any] | None = None) -> tuple[Any, ...]:
     """``ans`` (a tuple from ``node``'s primitive) with each differentiable output boxed
     with its select entry; ``on_output(k, select_node, value)`` sees each (a recorder
     makes it an instruction).  Other outputs (integer ranks, pivots) stay plain."""
@@ -248,7 +266,7 @@ def box_outputs(ans, node, level, on_output=None):
     return type(ans)(*out) if hasattr(type(ans), '_fields') else tuple(out)
 
 
-_NOKW = {}
+_NOKW: dict[str, Any] = {}
 _KEY_BOTH = registry.plan_key(((0, None), (1, None)), 2)
 _KEY_X = registry.plan_key(((0, None),), 2)   # x[idx] with x tracked, idx not
 _KEY_UNARY = registry.plan_key(((0, None),), 1)
@@ -267,7 +285,7 @@ _Primitive = registry.Primitive
 # tracked views of its memory (``x[1:]``, ``x.T``, ...).  In-place writes are refused only
 # while such a view is still alive: a temporary view (``y[1] = y[0] * 2``) is gone by the time of
 # the write.  A permanent "viewed" mark was rejected: it refused that common idiom.
-def _note_view(parents, ref):
+def _note_view(parents: Sequence[tuple[int, Node]], ref: weakref.ref[Any]) -> None:
     for _, p in parents:
         if p.prim is not None:
             views = getattr(p, 'views', None)
@@ -281,7 +299,7 @@ def _note_view(parents, ref):
                 _note_view(p.parents, ref)
 
 
-def _live_views(node, value, idx=None):
+def _live_views(node: Node, value: Any, idx: Any = None) -> bool:
     """Whether a live view of ``node`` (whose value is ``value``) shares memory with
     the part ``idx`` (None: all)."""
     views = getattr(node, 'views', None)
@@ -302,14 +320,16 @@ def _live_views(node, value, idx=None):
         v = r()
         if v is not None:
             try:
-                if np.shares_memory(plain(v), region, max_work=10000):
+                # NumPy's stubs allow max_work only -1 or 0; it documents and takes any bound
+                if np.shares_memory(plain(v), region,
+                                    max_work=10000):  # type: ignore[arg-type]
                     return True
             except np.exceptions.TooHardError:
                 return True
     return False
 
 
-def call(fun, *args, **kwargs):
+def call(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Call NumPy callable ``fun`` with tracked arguments through the registry."""
     rule = registry.RULES.get(fun)
     if rule is None:
@@ -326,14 +346,14 @@ def call(fun, *args, **kwargs):
     return rule(*args, **kwargs)        # a composite takes tracked keywords as Python does
 
 
-def _holds_tracked(v):
+def _holds_tracked(v: Any) -> bool:
     if isinstance(v, Tracked):
         return True
     return type(v) in _SEQUENCES and any(_holds_tracked(e) for e in v)
 
 
 @functools.lru_cache(maxsize=None)
-def _positional_parameters(fun):
+def _positional_parameters(fun: Callable[..., Any]) -> tuple[inspect.Parameter, ...] | None:
     """The parameters of ``fun`` that can be passed by position, or None (no signature)."""
     try:
         sig = inspect.signature(fun)
@@ -343,7 +363,8 @@ def _positional_parameters(fun):
                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
-def bind_keywords(fun, args, kwargs, name=None):
+def bind_keywords(fun: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
+                  name: str | None = None) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """``fun(*args, **kwargs)`` with tracked keyword arguments moved to their positions,
     by ``fun``'s signature (the parameters before them take their defaults), so that
     rules see them as they see positional ones: ``np.clip(x, a_min=lo)`` is
@@ -377,14 +398,14 @@ def bind_keywords(fun, args, kwargs, name=None):
     return tuple(args), kwargs
 
 
-def call_nondiff(fun, args, kwargs):
+def call_nondiff(fun: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     rec = active_recorder()
     if rec is not None:
         return rec.nondiff(fun, args, kwargs)
     return fun(*plain(args), **plain(kwargs))
 
 
-def _conversion_message(call):
+def _conversion_message(call: str) -> str:
     return (f'{call} of a tracked value would drop its gradient (so would math.*, '
             f'np.float64(...), storing it into a plain array with a[i] = t or a.fill(t), '
             f'and np.array([...]) of tracked values). Read the value on purpose with '
@@ -416,7 +437,7 @@ def _formatting_as_text(frame):
         return False
 
 
-def _no_rule_message(fun):
+def _no_rule_message(fun: Any) -> str:
     name = registry.display_name(fun) if callable(fun) else str(fun)
     why = registry.UNSUPPORTED.get(fun) if callable(fun) else None
     return (f'tracked has no derivative rule for {name}' + (f' ({why})' if why else '')
@@ -424,13 +445,13 @@ def _no_rule_message(fun):
             'or call it on tr.data(x) if you do not need its gradient.')
 
 
-def no_method_rule(ufunc, method):
+def no_method_rule(ufunc: np.ufunc, method: str) -> TypeError:
     """The error for a ufunc method (``np.maximum.reduceat``, ...) without a rule."""
     return TypeError(f'tracked has no derivative rule for {registry.display_name(ufunc)}.'
                      f'{method}. Define one with @tr.rule, or call it on tr.data(x).')
 
 
-def plain(x):
+def plain(x: Any) -> Any:
     """Strip every level of tracking from ``x`` (recursing into lists, tuples, dicts)."""
     while isinstance(x, Tracked):
         x = x._value
@@ -441,7 +462,7 @@ def plain(x):
     return x
 
 
-def value(t):
+def value(t: Tracked) -> Any:
     """Tracked ``t``'s value as ``tr.data`` gives it to the caller.  A computed value's
     array may be saved by the entries that use it, whose pullbacks read it at back():
     it is read-only until its own entry is released (by back()) or dropped, so that a
@@ -455,7 +476,7 @@ def value(t):
     return v
 
 
-def box(ans, node):
+def box(ans: Any, node: Node) -> 'Boxed':
     cls = TrackedReal if ans.ndim == 0 else TrackedArray
     t = object.__new__(cls)
     t._node = node
@@ -467,11 +488,12 @@ def box(ans, node):
 # The tracked types
 # --------------------------------------------------------------------------
 
-def _binop(uf):
+def _binop(uf: np.ufunc) -> tuple[Callable[['Tracked', Any], Any],
+                                  Callable[['Tracked', Any], Any]]:
     """``__op__`` and ``__rop__`` for ufunc ``uf``, with the tracked operand at ``pos``."""
-    def make(pos):
+    def make(pos: int) -> Callable[['Tracked', Any], Any]:
         bit, slot = 1 << pos, pos + 1       # this parent's bit, its Primitive.fast slot
-        def method(self, other):
+        def method(self: Tracked, other: Any) -> Any:
             # The eager fast path: one tracked operand holding a plain value, nothing
             # paused or recording.  Written out inline (no helper calls, Node filled
             # slot by slot): each Python-level call costs ~5% of an eager operation.
@@ -532,7 +554,7 @@ def _binop(uf):
 _SEQUENCES = (list, tuple)
 
 
-def _sequence_operand(x):
+def _sequence_operand(x: Sequence[Any]) -> np.ndarray:
     """A list or tuple operand as an array, converted once when the entry is recorded."""
     try:
         return np.asarray(x)
@@ -542,17 +564,17 @@ def _sequence_operand(x):
                         'accepts them)') from None
 
 
-def _inplace(uf):
-    def method(self, other):
+def _inplace(uf: np.ufunc) -> Callable[['Tracked', Any], 'Tracked']:
+    def method(self: Tracked, other: Any) -> Tracked:
         self._mutate(call(uf, self, other))
         return self
     return method
 
 
-def _compare(uf, reflected=False):
+def _compare(uf: np.ufunc, reflected: bool = False) -> Callable[['Tracked', Any], Any]:
     """A non-differentiable operator (comparisons, ``& | ^`` of masks): a plain result,
     or a recorded instruction on a ``GradientTape`` (see ``call_nondiff``)."""
-    def method(self, other):
+    def method(self: Tracked, other: Any) -> Any:
         if type(other) in _SEQUENCES:
             other = _sequence_operand(other)
         return call_nondiff(uf, (other, self) if reflected else (self, other), {})
@@ -569,6 +591,9 @@ class Tracked:
     __array_priority__ = 1000.0
     __hash__ = object.__hash__
     _forward = False            # True for forward mode's ``Dual`` (no tape entry)
+    # Held in the subclasses' slots (annotations only):
+    _node: Any                  # its tape ``Node`` (forward mode's ``Dual``: a ``DualLevel``)
+    _value: Any                 # its value: plain, or tracked at a lower level
 
     def _as_int(self):
         """This 0-d integer value as a ``TrackedInt`` (integer arithmetic, ``IntBehaviour``)."""
@@ -584,13 +609,13 @@ class Tracked:
 
     # -- value and metadata -------------------------------------------------
     @property
-    def data(self):
+    def data(self) -> Any:
         """The value without tracking (one level down under nesting); read-only while
         the entries that saved it live, for a value computed on the tape (``value``)."""
         return value(self)
 
     @property
-    def grad(self):
+    def grad(self) -> npt.NDArray[Any] | np.generic | None:
         """The accumulated gradient of a leaf made by ``param`` (None for other values)."""
         node = self._node
         if node.prim is not None:
@@ -601,30 +626,56 @@ class Tracked:
         return g[()] if g.ndim == 0 else g
 
     @grad.setter
-    def grad(self, value):
+    def grad(self, value: npt.ArrayLike) -> None:
         node = self._node
         if node.prim is not None:
             raise AttributeError('only leaves made by tr.param hold a gradient buffer')
         node.grad[...] = plain(value)
 
-    shape = property(lambda self: self._value.shape)
-    dtype = property(lambda self: self._value.dtype)
-    ndim = property(lambda self: self._value.ndim)
-    size = property(lambda self: self._value.size)
-    T = property(lambda self: call(np.transpose, self))
-    real = property(lambda self: call(np.real, self))
-    imag = property(lambda self: call(np.imag, self))
-    mT = property(lambda self: call(np.swapaxes, self, -1, -2))
-    flat = property(lambda self: FlatIter(self))
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._value.shape
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self._value.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._value.ndim
+
+    @property
+    def size(self) -> int:
+        return self._value.size
+
+    @property
+    def T(self) -> Any:
+        return call(np.transpose, self)
+
+    @property
+    def real(self) -> Any:
+        return call(np.real, self)
+
+    @property
+    def imag(self) -> Any:
+        return call(np.imag, self)
+
+    @property
+    def mT(self) -> Any:
+        return call(np.swapaxes, self, -1, -2)
+
+    @property
+    def flat(self) -> FlatIter:
+        return FlatIter(self)
 
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f'{type(self).__name__}({self._value!r}) (tracked)'
 
-    def __format__(self, spec):
+    def __format__(self, spec: str) -> str:
         return format(plain(self), spec) if spec else repr(self)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         # Its tape entry lives in this process only: a copy elsewhere would carry a
         # value cut off from its gradient.  (TrackedInt overrides this: it is its int.)
         raise TypeError(f'a tracked value ({type(self).__name__}) cannot be pickled or '
@@ -632,11 +683,11 @@ class Tracked:
                         f'for its value, or the model itself (a tree of plain arrays), '
                         f'and differentiate where it arrives.')
 
-    def __array__(self, *args, **kwargs):
+    def __array__(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise conversion_error()
 
     # -- concretisation (guards in recorded tapes) ---------------------------
-    def _concrete(self, kind):
+    def _concrete(self, kind: str) -> Any:
         value = plain(self)
         rec = active_recorder()
         if rec is not None:
@@ -645,28 +696,28 @@ class Tracked:
                 return recorded
         return value
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return bool(self._concrete('bool'))
 
     # Conversions to Python numbers would drop the gradient without a word (NumPy calls
     # them for np.float64(t), math.exp(t), a[i] = t, a.fill(t), np.array([t0, t1])):
     # refused, as JAX refuses them, unlike PyTorch's silent float(loss).  Reading a
     # value on purpose is t.item() or tr.data(t); branching is bool(t > 0).
-    def __float__(self):
+    def __float__(self) -> float:
         return float(self._convert('float', 'float()'))
 
-    def __complex__(self):
+    def __complex__(self) -> complex:
         return complex(self._convert('complex', 'complex()'))
 
-    def __int__(self):
+    def __int__(self) -> int:
         if getattr(plain(self), 'dtype', np.dtype(float)).kind in 'iub':
             return int(self._concrete('int'))       # an integer: a size, an index
         return int(self._convert('int', 'int()'))
 
-    def __trunc__(self):                # math.trunc: int()'s rule (math.floor/ceil use float())
+    def __trunc__(self) -> int:     # math.trunc: int()'s rule (math.floor/ceil use float())
         return self.__int__()
 
-    def _convert(self, kind, call):
+    def _convert(self, kind: str, call: str) -> Any:
         """The value, when converting it loses no gradient: a value recorded by a
         ``GradientTape`` but not differentiated (an input outside ``wrt``), guarded; or
         a value printed with ``'%.3f' % t`` (text, as ``f'{t:.3f}'`` is)."""
@@ -677,7 +728,7 @@ class Tracked:
             return plain(self)
         raise TypeError(_conversion_message(call))
 
-    def __index__(self):
+    def __index__(self) -> int:
         value = self._concrete('index')
         if getattr(value, 'dtype', np.dtype(float)).kind not in 'iub':
             raise TypeError(f'only integer tracked scalars can be used as an index (or '
@@ -686,15 +737,15 @@ class Tracked:
                             f'int(t.item()), which drops its gradient')
         return operator.index(value)
 
-    def item(self, *args):
+    def item(self, *args: Any) -> Any:
         return self._concrete('item').item(*args) if hasattr(plain(self), 'item') \
             else self._concrete('item')
 
-    def tolist(self):
+    def tolist(self) -> Any:
         return np.asarray(self._concrete('item')).tolist()
 
     # -- NumPy protocols -----------------------------------------------------
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method == '__call__' and not kwargs and len(inputs) == 1 and not _tape.special_threads:
             # The eager fast path for a unary ufunc, inline like _binop's (see there).
             # No complex check: a unary ufunc of a real value is real.
@@ -721,7 +772,8 @@ class Tracked:
                 return t
         return ufunc_call(ufunc, method, inputs, kwargs)
 
-    def __array_function__(self, func, types, args, kwargs):
+    def __array_function__(self, func: Callable[..., Any], types: Collection[type],
+                           args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if kwargs.get('out') is not None:
             name = registry.display_name(func)
             raise TypeError(f'{name}(..., out=...) cannot write a tracked result into an '
@@ -753,30 +805,30 @@ class Tracked:
     __eq__ = _compare(np.equal)
     __ne__ = _compare(np.not_equal)
 
-    def __invert__(self):
+    def __invert__(self) -> Any:
         return call_nondiff(np.invert, (self,), {})
 
-    def __neg__(self):
+    def __neg__(self) -> Any:
         return call(np.negative, self)
 
-    def __pos__(self):
+    def __pos__(self) -> Any:
         return call(np.positive, self)
 
-    def __abs__(self):
+    def __abs__(self) -> Any:
         return call(np.absolute, self)
 
-    def __round__(self, ndigits=None):
+    def __round__(self, ndigits: int | None = None) -> Any:
         return call(np.round, self, ndigits or 0)
 
     # -- indexing and mutation ---------------------------------------------------
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._value)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         for i in range(len(self)):
             yield self[i]
 
-    def __getitem__(self, idx):
+    def __getitem__(self, idx: Any) -> Any:
         if type(idx) is slice:
             v = self._value
             if type(v) is np.ndarray and not _tape.special_threads:
@@ -790,11 +842,11 @@ class Tracked:
             idx = plain_index(self, idx)
         return call(operator.getitem, self, idx)
 
-    def __setitem__(self, idx, value):
+    def __setitem__(self, idx: Any, value: Any) -> None:
         idx = plain_index(self, idx)
         self._mutate(call(operator.setitem, self, idx, value), idx)
 
-    def _mutate(self, new, idx=None):
+    def _mutate(self, new: Any, idx: Any = None) -> None:
         """Point this box at ``new``'s entry: in-place syntax, functional recording.
 
         The old entry stays on the tape untouched, so pullbacks that saved the old
@@ -828,49 +880,49 @@ class Tracked:
         self._value = new._value
 
     # -- methods ---------------------------------------------------------------
-    def sum(self, *a, **k): return np.sum(self, *a, **k)
-    def mean(self, *a, **k): return np.mean(self, *a, **k)
-    def prod(self, *a, **k): return np.prod(self, *a, **k)
-    def max(self, *a, **k): return np.max(self, *a, **k)
-    def min(self, *a, **k): return np.min(self, *a, **k)
-    def var(self, *a, **k): return np.var(self, *a, **k)
-    def std(self, *a, **k): return np.std(self, *a, **k)
-    def cumsum(self, *a, **k): return np.cumsum(self, *a, **k)
-    def cumprod(self, *a, **k): return np.cumprod(self, *a, **k)
-    def dot(self, other): return np.dot(self, other)
-    def conj(self): return np.conjugate(self)
-    def conjugate(self): return np.conjugate(self)
-    def clip(self, *a, **k): return np.clip(self, *a, **k)
-    def ravel(self): return np.ravel(self)
-    def flatten(self): return np.ravel(self).copy()
-    def squeeze(self, *a, **k): return np.squeeze(self, *a, **k)
-    def swapaxes(self, a1, a2): return np.swapaxes(self, a1, a2)
-    def trace(self, *a, **k): return np.trace(self, *a, **k)
-    def diagonal(self, *a, **k): return np.diagonal(self, *a, **k)
-    def round(self, *a, **k): return np.round(self, *a, **k)
-    def argmax(self, *a, **k): return np.argmax(self, *a, **k)
-    def argmin(self, *a, **k): return np.argmin(self, *a, **k)
-    def argsort(self, *a, **k): return np.argsort(self, *a, **k)
-    def nonzero(self): return np.nonzero(self)
-    def any(self, *a, **k): return np.any(self, *a, **k)
-    def all(self, *a, **k): return np.all(self, *a, **k)
-    def copy(self): return np.copy(self)
-    def take(self, *a, **k): return np.take(self, *a, **k)
+    def sum(self, *a: Any, **k: Any) -> Any: return np.sum(self, *a, **k)
+    def mean(self, *a: Any, **k: Any) -> Any: return np.mean(self, *a, **k)
+    def prod(self, *a: Any, **k: Any) -> Any: return np.prod(self, *a, **k)
+    def max(self, *a: Any, **k: Any) -> Any: return np.max(self, *a, **k)
+    def min(self, *a: Any, **k: Any) -> Any: return np.min(self, *a, **k)
+    def var(self, *a: Any, **k: Any) -> Any: return np.var(self, *a, **k)
+    def std(self, *a: Any, **k: Any) -> Any: return np.std(self, *a, **k)
+    def cumsum(self, *a: Any, **k: Any) -> Any: return np.cumsum(self, *a, **k)
+    def cumprod(self, *a: Any, **k: Any) -> Any: return np.cumprod(self, *a, **k)
+    def dot(self, other: Any) -> Any: return np.dot(self, other)
+    def conj(self) -> Any: return np.conjugate(self)
+    def conjugate(self) -> Any: return np.conjugate(self)
+    def clip(self, *a: Any, **k: Any) -> Any: return np.clip(self, *a, **k)
+    def ravel(self) -> Any: return np.ravel(self)
+    def flatten(self) -> Any: return np.ravel(self).copy()
+    def squeeze(self, *a: Any, **k: Any) -> Any: return np.squeeze(self, *a, **k)
+    def swapaxes(self, a1: int, a2: int) -> Any: return np.swapaxes(self, a1, a2)
+    def trace(self, *a: Any, **k: Any) -> Any: return np.trace(self, *a, **k)
+    def diagonal(self, *a: Any, **k: Any) -> Any: return np.diagonal(self, *a, **k)
+    def round(self, *a: Any, **k: Any) -> Any: return np.round(self, *a, **k)
+    def argmax(self, *a: Any, **k: Any) -> Any: return np.argmax(self, *a, **k)
+    def argmin(self, *a: Any, **k: Any) -> Any: return np.argmin(self, *a, **k)
+    def argsort(self, *a: Any, **k: Any) -> Any: return np.argsort(self, *a, **k)
+    def nonzero(self) -> Any: return np.nonzero(self)
+    def any(self, *a: Any, **k: Any) -> Any: return np.any(self, *a, **k)
+    def all(self, *a: Any, **k: Any) -> Any: return np.all(self, *a, **k)
+    def copy(self) -> Any: return np.copy(self)
+    def take(self, *a: Any, **k: Any) -> Any: return np.take(self, *a, **k)
 
-    def astype(self, dtype, **kwargs):
+    def astype(self, dtype: npt.DTypeLike, **kwargs: Any) -> Any:
         return call(np.ndarray.astype, self, np.dtype(dtype))
 
-    def reshape(self, *shape, **kwargs):
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
             shape = shape[0]
         return np.reshape(self, shape, **kwargs)
 
-    def transpose(self, *axes):
+    def transpose(self, *axes: Any) -> Any:
         if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
             axes = axes[0]
         return np.transpose(self, axes or None)
 
-    def back(self, dy=None, retain_graph=False):
+    def back(self, dy: npt.ArrayLike | None = None, retain_graph: bool = False) -> None:
         """``y.back(dy=None)``: same as ``tr.back(y, dy)``."""
         back(self, dy, retain_graph=retain_graph)
 
@@ -1024,12 +1076,12 @@ class IntBehaviour:
     def __rsub__(self, other):
         return self._integer(super().__rsub__(other), other)
 
-    def __mul__(self, other):
+    def __mul__(self, other: Any) -> Any:
         if isinstance(other, _REPEATABLE):         # [x] * n, 'ab' * n: repetition
             return NotImplemented
         return self._integer(super().__mul__(other), other)
 
-    def __rmul__(self, other):
+    def __rmul__(self, other: Any) -> Any:
         if isinstance(other, _REPEATABLE):
             return NotImplemented
         return self._integer(super().__rmul__(other), other)
@@ -1099,7 +1151,7 @@ class TrackedInt(IntBehaviour, Tracked, int):
     """
 
     @staticmethod
-    def make(value, node):
+    def make(value: Any, node: Node) -> 'TrackedInt':
         """The ``TrackedInt`` of tape entry ``node`` holding integer scalar ``value``."""
         t = int.__new__(TrackedInt, int(plain(value)))
         t._value = value
@@ -1138,7 +1190,8 @@ class IntRatio(RatioBehaviour, TrackedReal):
     __slots__ = ()
 
 
-def ufunc_call(ufunc, method, inputs, kwargs):
+def ufunc_call(ufunc: np.ufunc, method: str, inputs: Sequence[Any],
+               kwargs: dict[str, Any]) -> Any:
     """``__array_ufunc__`` beyond the eager fast path: every ufunc method on tracked
     values (``Dual`` values of forward mode come here directly)."""
     if kwargs.get('out') is not None:
@@ -1171,7 +1224,7 @@ def ufunc_call(ufunc, method, inputs, kwargs):
     raise no_method_rule(ufunc, method)
 
 
-def _ufunc_kwargs(ufunc, kwargs):
+def _ufunc_kwargs(ufunc: np.ufunc, kwargs: dict[str, Any]) -> dict[str, Any]:
     """Drop ufunc keywords that do not change the value; refuse the ones that would.
 
     Elementwise pullbacks take no keywords, so none of these may reach the tape;
@@ -1190,7 +1243,7 @@ def _ufunc_kwargs(ufunc, kwargs):
     return kwargs
 
 
-def plain_index(self, idx):
+def plain_index(self: Tracked, idx: Any) -> Any:
     """Indices are constants of the tape; a tracked index is read (a guard when recording)."""
     if isinstance(idx, Tracked):
         return plain(idx) if active_recorder() is None else idx._concrete('index-array')
@@ -1203,7 +1256,7 @@ def plain_index(self, idx):
 # Leaves, param and back
 # --------------------------------------------------------------------------
 
-def as_value(x, int_to_float=True):
+def as_value(x: Any, int_to_float: bool = True) -> Any:
     """Normalise ``x`` into a NumPy array (or NumPy scalar for 0-d) suitable for a leaf."""
     if isinstance(x, Tracked):
         raise TypeError('value is already tracked; use tr.data(x) to start a new leaf')
@@ -1221,7 +1274,7 @@ def as_value(x, int_to_float=True):
     return arr[()] if arr.ndim == 0 else arr
 
 
-def plain_result(name, ans):
+def plain_result(name: str, ans: Any) -> np.ndarray | np.generic:
     """The result of ``name`` as a NumPy value, or a ``TypeError`` when it is not one
     that tracked can differentiate (an operand was a masked array, a matrix, or held
     Python objects)."""
@@ -1236,12 +1289,12 @@ def plain_result(name, ans):
     return ans
 
 
-def _describe_value(v):
+def _describe_value(v: Any) -> str:
     dtype = getattr(v, 'dtype', None)
     return f'an array of dtype {dtype}' if dtype is not None else f'a {type(v).__name__}'
 
 
-def refuse_subclass(x, operation=None):
+def refuse_subclass(x: Any, operation: str | None = None) -> None:
     """Refuse the ndarray subclasses whose arithmetic is not NumPy's (a masked array's
     mask, np.matrix's ``*``): tracked differentiates plain arrays, and would drop the
     mask or change the product without a word.  Other subclasses (np.memmap, ...) are
@@ -1260,7 +1313,7 @@ def refuse_subclass(x, operation=None):
                     f'{type(x).__module__}.{type(x).__name__}{where}; {fix}')
 
 
-def leaf(value, level):
+def leaf(value: Any, level: int) -> 'Boxed | TrackedInt':
     """A new leaf at ``level`` holding ``value`` (already normalised), without a grad
     buffer; an integer scalar becomes a ``TrackedInt``."""
     node = new_node(None, None, None, value, (), level)
@@ -1269,7 +1322,7 @@ def leaf(value, level):
     return box(value, node)
 
 
-def param(x):
+def param(x: npt.ArrayLike) -> 'TrackedArray | TrackedReal':
     """``param(x)``: a leaf of the tape whose gradient ``back`` accumulates in ``.grad``.
 
     Float arrays keep their dtype; integer and bool input becomes float64.
@@ -1283,10 +1336,10 @@ def param(x):
     value = as_value(x)
     t = leaf(value, 0)
     t._node.grad = np.zeros(np.shape(value), dtype=getattr(value, 'dtype', np.float64))
-    return t
+    return cast('TrackedArray | TrackedReal', t)     # as_value made any integer a float
 
 
-def istracked(x):
+def istracked(x: object) -> bool:
     """``istracked(x)``: whether ``x`` is a tracked value.
 
     >>> import tracked as tr
@@ -1296,7 +1349,7 @@ def istracked(x):
     return isinstance(x, Tracked)
 
 
-def back(y, dy=None, retain_graph=False):
+def back(y: Tracked, dy: npt.ArrayLike | None = None, retain_graph: bool = False) -> None:
     """``back(y, dy=None)``: accumulate ``dy``-weighted gradients of ``y`` into its leaves.
 
     ``dy`` defaults to 1 for a scalar ``y`` and is required otherwise.  The entries
@@ -1312,6 +1365,7 @@ def back(y, dy=None, retain_graph=False):
                         f'that produced it was tracked (did you call tr.param?)')
     node = y._node
     ans = y._value
+    seed: Any
     if dy is None:
         if getattr(ans, 'ndim', 0) != 0:
             raise ValueError(f'back(y) needs dy for a y of shape {y.shape}: pass '
