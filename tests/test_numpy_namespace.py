@@ -36,6 +36,20 @@ def test_array_of_tracked_scalars_and_nested_lists():
     assert np.array(t, ndmin=2).shape == (1, 1)
 
 
+def test_plain_input_takes_numpys_own_path():
+    # the star import had bound NumPy's any, true for any generator (found by mypy):
+    # r_/c_ and vectorize took their tracked path on plain input, refusing r_'s string
+    # directives and running vectorize's pyfunc element by element despite signature=
+    ragged = np.array([[1, 2], [3]], dtype=object)
+    assert ragged.shape == (2,) and ragged[1] == [3]
+    assert np.array([[1.0, 2.0], [3.0, 4.0]], order='F').flags.f_contiguous
+    assert np.r_[1:3, 5].tolist() == [1, 2, 5]
+    assert np.r_['0,2', [1, 2], [3, 4]].tolist() == [[1, 2], [3, 4]]
+    assert np.c_['0', [1, 2], [3]].tolist() == [[1], [2], [3]]
+    rows = np.vectorize(lambda v: v.sum(), signature='(n)->()')(numpy.ones((2, 3)))
+    assert rows.tolist() == [3.0, 3.0]
+
+
 def test_plain_numpy_refuses_with_a_pointer_here():
     with pytest.raises(TypeError, match='tracked.numpy'):
         tr.gradient(lambda a: numpy.sum(numpy.array([a, a])), 1.0)

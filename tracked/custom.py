@@ -20,9 +20,13 @@ traces the pullback at run time (``.pullback[i].T``); differentiating it in the
 input is impossible, and a guard entry (``_poisoned``) raises if a backward pass
 needs it.
 """
+from __future__ import annotations
+
 import functools
 import sys
 import types
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec, TypeVar, overload
 
 import numpy as np
 
@@ -31,7 +35,7 @@ from . import values as _values
 from .registry import Primitive
 from .reverse import vjp
 from .tape import pause_recording, active_recorder
-from .tree_util import flatten, is_node, leaves, tree_map, unflatten
+from .tree_util import TreeDef, flatten, is_node, leaves, tree_map, unflatten
 from .values import Tracked, apply, plain
 
 __all__ = ['rule', 'ignore_derivatives', 'non_differentiable', 'checkpoint']
@@ -42,9 +46,10 @@ class _Call:
 
     __slots__ = ('pullback', 'g', 'cts')
 
-    def __init__(self):
-        self.pullback = None
-        self.g = self.cts = None
+    def __init__(self) -> None:
+        self.pullback: Any = None       # the rule's pullback, once its forward ran
+        self.g: Any = None
+        self.cts: Any = None
 
     def __reduce__(self):          # per-call state: a replay of the forward refreshes it
         return _Call, ()
@@ -189,7 +194,7 @@ class RuleForward:
         # By reference to the module-level @rule function that holds it, as pickle sends
         # functions; one defined in __main__ (a script, a notebook) travels by value,
         # which cloudpickle (Dask's fallback) can do.
-        owner = sys.modules.get(getattr(self.function, '__module__', None))
+        owner: Any = sys.modules.get(getattr(self.function, '__module__', None) or '')
         if owner is not None and owner.__name__ != '__main__':
             for part in self.function.__qualname__.split('.'):
                 owner = getattr(owner, part, None)
@@ -448,7 +453,24 @@ def _as_output(y, name):
     return y
 
 
-def rule(fn=None, *, opaque=False, jvp=None):
+# A rule's forward: ``fn(*args) -> (value, pullback)``, ``pullback(dy)`` a cotangent per
+# positional argument; its optional tangent rule ``jvp(tangents, value, *args)``.
+RuleFunction = Callable[..., tuple[Any, Callable[[Any], Sequence[Any]]]]
+TangentRule = Callable[..., Any]
+P = ParamSpec('P')
+R = TypeVar('R')
+
+
+@overload
+def rule(fn: RuleFunction, *, opaque: bool = False,
+         jvp: TangentRule | None = None) -> Callable[..., Any]: ...
+@overload
+def rule(fn: None = None, *, opaque: bool = False,
+         jvp: TangentRule | None = None) -> Callable[[RuleFunction], Callable[..., Any]]: ...
+
+
+def rule(fn: RuleFunction | None = None, *, opaque: bool = False,
+         jvp: TangentRule | None = None) -> Any:
     """``@rule``: make ``fn`` a primitive with its own pullback; ``fn(*args)`` returns
     ``(value, pullback)`` and ``pullback(dy)`` one cotangent per positional argument.
 
@@ -503,7 +525,7 @@ def rule(fn=None, *, opaque=False, jvp=None):
     forward = RuleForward(fn, name, opaque, jvp)
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not _any_tracked(args):
             return fn(*args, **kwargs)[0]
         for v in kwargs.values():
@@ -513,7 +535,7 @@ def rule(fn=None, *, opaque=False, jvp=None):
         kw = dict(kwargs)
         kw['_state'] = _Call()
         return apply(_primitive(forward, len(args), name, forward.prims, forward), args, kw)
-    wrapper.forward = forward
+    wrapper.forward = forward  # type: ignore[attr-defined]  # pickling finds it there
     return wrapper
 
 
@@ -525,7 +547,7 @@ _FUNCTIONS = (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
               functools.partial)
 
 
-def _untracked(x):
+def _untracked(x: Any) -> Any:
     if isinstance(x, Tracked):
         return plain(x)
     if not is_node(x):
@@ -533,11 +555,11 @@ def _untracked(x):
     return tree_map(plain, x, is_leaf=_is_tracked)
 
 
-def _is_tracked(x):
+def _is_tracked(x: Any) -> bool:
     return isinstance(x, Tracked)
 
 
-def ignore_derivatives(x):
+def ignore_derivatives(x: Any) -> Any:
     """``ignore_derivatives(x)``: ``x`` without tracking (at every level); for a function,
     ``ignore_derivatives(fn)`` runs ``fn()`` without recording and returns its result.
 
@@ -554,7 +576,7 @@ def ignore_derivatives(x):
     return _untracked(x)
 
 
-def non_differentiable(fn):
+def non_differentiable(fn: Callable[P, R]) -> Callable[P, R]:
     """``@non_differentiable``: ``fn`` gets plain values and its outputs never carry gradients.
 
     >>> import numpy as np, tracked as tr
@@ -565,7 +587,7 @@ def non_differentiable(fn):
     (array([0., 2., 0.]),)
     """
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         for a in args:
             if isinstance(a, Tracked) or is_node(a):
                 return _untracked(_values.call_nondiff(
@@ -574,7 +596,7 @@ def non_differentiable(fn):
     return wrapper
 
 
-def _untracked_arg(a):
+def _untracked_arg(a: Any) -> Any:
     # call_nondiff strips tracked scalars/arrays; trees are stripped here.
     return a if isinstance(a, Tracked) or not is_node(a) else _untracked(a)
 
@@ -601,10 +623,10 @@ def _recompute(vjp, f, vals):
 
 
 _checkpoint_forward = _CheckpointForward()
-_checkpoint_cache = {}
+_checkpoint_cache: dict[Any, Primitive] = {}
 
 
-def checkpoint(f, *args):
+def checkpoint(f: Callable[..., Any], *args: Any) -> Any:
     """``checkpoint(f, *args)``: ``f(*args)``, recomputed in the backward pass instead of
     keeping its intermediates (one tape entry; ``f`` returns one array).
 
@@ -618,17 +640,17 @@ def checkpoint(f, *args):
             return f(*args)
     flat, rebuild = _flatten_tracked(args)
 
-    def f_flat(*vals):
+    def f_flat(*vals: Any) -> Any:
         return f(*rebuild(vals))
     f_flat.__name__ = getattr(f, '__name__', 'f')
     prim = _primitive(_checkpoint_forward, len(flat), 'checkpoint', _checkpoint_cache)
     return apply(prim, flat, {'_f': f_flat, '_state': _Call()})
 
 
-def _flatten_tracked(args):
+def _flatten_tracked(args: Sequence[Any]) -> tuple[list[Any], Callable[[Sequence[Any]], list[Any]]]:
     """Tracked leaves of ``args`` (positional arguments of the entry) and the way back."""
-    flat = []
-    defs = []                          # per argument: its TreeDef, or None (kept as is)
+    flat: list[Any] = []
+    defs: list[TreeDef | None] = []    # per argument: its TreeDef, or None (kept as is)
     for a in args:
         if isinstance(a, Tracked):
             flat.append(a)
@@ -640,8 +662,8 @@ def _flatten_tracked(args):
         else:
             defs.append(None)
 
-    def rebuild(vals):
-        out = []
+    def rebuild(vals: Sequence[Any]) -> list[Any]:
+        out: list[Any] = []
         pos = 0
         for a, d in zip(args, defs):
             if isinstance(a, Tracked):

@@ -29,11 +29,14 @@ children first).  Tuples are never shared: equal tuple constants may be one obje
 - ``TreeDef.paths()``, ``follow``, ``keystr``: where each leaf sits
 - ``TreeDef.matcher()``: generated code taking the leaves of a tree of known structure
 """
+from __future__ import annotations
+
 import collections
 import copy
 import enum
 import functools
-from typing import Any, Callable
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -48,6 +51,10 @@ LEAF, STATIC, REF, DICT, LIST, TUPLE, NAMEDTUPLE, OBJECT, NODE = range(9)
 _NUMBERED = (DICT, LIST, OBJECT, NODE)        # the nodes that may be shared
 ITEM, ATTR, CHILD = range(3)                   # how a path steps into a node
 _TIED = (np.ndarray, Tracked)                  # leaves that are tied when they recur
+# A path to a leaf, as ``TreeDef.paths`` gives it: (ITEM, key), (ATTR, name) or
+# (CHILD, index) steps.
+Path = tuple[tuple[int, Any], ...]
+C = TypeVar('C', bound=type)
 
 
 # --------------------------------------------------------------------------
@@ -58,7 +65,8 @@ _TIED = (np.ndarray, Tracked)                  # leaves that are tied when they 
 _REGISTERED: dict[type, tuple[Callable[[Any], Any], Callable[[Any, Any], Any]]] = {}
 
 
-def register_node(cls, children, rebuild):
+def register_node(cls: C, children: Callable[[Any], tuple[Sequence[Any], Hashable]],
+                  rebuild: Callable[[Any, tuple[Any, ...]], Any]) -> C:
     """``register_node(cls, children, rebuild)``: make instances of ``cls`` nodes with
     these two functions (``jax.tree_util.register_pytree_node``); returns ``cls``.
 
@@ -89,7 +97,7 @@ def register_node(cls, children, rebuild):
     return cls
 
 
-def leaf(cls):
+def leaf(cls: C) -> C:
     """``@leaf`` on a class: its instances are atoms, kept whole by every walk.
 
     >>> import numpy as np, tracked as tr
@@ -100,12 +108,12 @@ def leaf(cls):
     >>> tr.fmap(lambda a: a * 2, {'w': np.ones(1), 'cfg': cfg})['cfg'] is cfg
     True
     """
-    cls.__tracked_leaf__ = True
+    cls.__tracked_leaf__ = True  # type: ignore[attr-defined]  # the mark the walk reads
     _class_kind.cache_clear()
     return cls
 
 
-def isnumeric(x):
+def isnumeric(x: Any) -> bool:
     """``isnumeric(x)``: the default leaves: a tracked value, an array of numbers (not
     bool), or a float.  Integers are sizes and counts, and are static.
 
@@ -150,7 +158,7 @@ def _kind(x):
         else _class_kind(t)  # type: ignore[arg-type]  # a class is hashable (mypy#11470)
 
 
-def is_node(x):
+def is_node(x: Any) -> bool:
     """``is_node(x)``: whether the walk enters ``x``.
 
     >>> import numpy as np, tracked as tr
@@ -192,7 +200,7 @@ def _attributes(x):
 # One level: children and rebuild
 # --------------------------------------------------------------------------
 
-def children(x):
+def children(x: Any) -> tuple[tuple[Any, ...], Any] | None:
     """``children(x) -> (children, aux)``: a node's children and what else ``rebuild``
     needs (dict keys, attribute names, a registered class's aux); None for an atom.
 
@@ -220,7 +228,7 @@ def _children(x, kind):
     return tuple(x), None
 
 
-def rebuild(cls, aux, values):
+def rebuild(cls: type, aux: Any, values: Sequence[Any]) -> Any:
     """``rebuild(cls, aux, children)``: a new node of type ``cls``, the inverse of
     ``children``; objects are made without calling ``__init__`` (frozen dataclasses,
     validating constructors), registered classes by their ``rebuild``.
@@ -354,7 +362,8 @@ _NONE = (STATIC, type(None), None)
 _BUSY = object()                # a registered node being flattened or rebuilt
 
 
-def flatten(tree, is_leaf=None):
+def flatten(tree: Any,
+            is_leaf: Callable[[Any], bool] | None = None) -> tuple[list[Any], TreeDef]:
     """``flatten(tree, is_leaf=None) -> (leaves, treedef)``: the leaves in walk order and
     the rest of the tree as a hashable ``TreeDef``; ``unflatten`` inverts it.
 
@@ -439,7 +448,7 @@ def _seen(memo, x):
     return hit[1]
 
 
-def unflatten(treedef, leaves, statics=True):
+def unflatten(treedef: TreeDef, leaves: Sequence[Any], statics: bool = True) -> Any:
     """``unflatten(treedef, leaves, statics=True)``: the tree of ``treedef`` holding
     ``leaves``; with ``statics=False`` the static atoms become None (a gradient tree).
 
@@ -497,7 +506,7 @@ def _unflatten(d, leaves, statics, made):
     return new
 
 
-def tuple_def(treedefs):
+def tuple_def(treedefs: Sequence[TreeDef]) -> TreeDef:
     """``tuple_def(treedefs)``: the ``TreeDef`` of a tuple of trees flattened one by one
     (an array in two of them is two leaves), leaves numbered in order.
 
@@ -544,28 +553,31 @@ class TreeDef:
     """
 
     __slots__ = ('_form', 'num_leaves', '_hash')
+    _form: tuple[Any, ...]
+    num_leaves: int
+    _hash: int | None
 
-    def __init__(self, form, num_leaves):
+    def __init__(self, form: tuple[Any, ...], num_leaves: int) -> None:
         self._form = form
         self.num_leaves = num_leaves
         self._hash = None
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return type(other) is TreeDef and (self is other or self._form == other._form)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         h = self._hash
         if h is None:
             h = self._hash = hash(self._form)
         return h
 
-    def __reduce__(self):               # the cached hash is per process (string hashing)
+    def __reduce__(self) -> tuple[Any, ...]:   # the cached hash is per process (string hashing)
         return TreeDef, (_portable(self._form), self.num_leaves)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f'TreeDef({self.format()})'
 
-    def format(self, leaf='*'):
+    def format(self, leaf: str = '*') -> str:
         """``treedef.format(leaf='*')``: a readable form, each leaf written ``leaf``;
         a tied leaf reads ``* (tied)``, a shared node ``<shared T>``.
 
@@ -575,7 +587,7 @@ class TreeDef:
         """
         return _format(self._form, leaf, set(), [])
 
-    def statics(self):
+    def statics(self) -> list[Any]:
         """``treedef.statics()``: the static atoms, in walk order.
 
         >>> import numpy as np, tracked as tr
@@ -586,7 +598,7 @@ class TreeDef:
         _statics(self._form, out)
         return out
 
-    def paths(self):
+    def paths(self) -> list[Path]:
         """``treedef.paths()``: for each leaf, the path to its first place (see ``follow``).
 
         >>> import numpy as np, tracked as tr
@@ -594,11 +606,13 @@ class TreeDef:
         >>> [tr.tree_util.keystr(p) for p in paths]
         ["['layers'][0]", "['layers'][1]['b']"]
         """
-        out = [None] * self.num_leaves
+        out: list[Any] = [None] * self.num_leaves
         _paths(self._form, (), out)
         return out
 
-    def matcher(self, checks=None, distinct=None):
+    def matcher(self, checks: Sequence[tuple[type, dict[Any, Any]]] | None = None,
+                distinct: Sequence[Sequence[int]] | None = None
+                ) -> Callable[[Any], list[Any] | None]:
         """``treedef.matcher(checks=None, distinct=None)``: a generated function
         ``match(tree) -> leaves`` for trees of exactly this structure (types, keys,
         statics, ties, shared nodes), None for any other tree; for hot paths, where a
@@ -698,7 +712,7 @@ def _paths(d, path, out):
             _paths(k, path + (step,), out)
 
 
-def follow(tree, path):
+def follow(tree: Any, path: Path) -> Any:
     """``follow(tree, path)``: the value at ``path`` (from ``TreeDef.paths``) in ``tree``;
     None below a None subtree (a gradient tree without a gradient there).
 
@@ -719,7 +733,7 @@ def follow(tree, path):
     return tree
 
 
-def keystr(path):
+def keystr(path: Path) -> str:
     """``keystr(path)``: a path written as in Python, e.g. ``['layers'][0].weight``.
 
     >>> import tracked as tr
@@ -840,7 +854,9 @@ def _make_matcher(form, nleaves, checks, distinct):
 # The walk of fmap
 # --------------------------------------------------------------------------
 
-def tree_map(fn, tree, *others, is_leaf=None, statics=True, shared=True):
+def tree_map(fn: Callable[..., Any], tree: Any, *others: Any,
+             is_leaf: Callable[[Any], bool] | None = None, statics: bool = True,
+             shared: bool = True) -> Any:
     """``tree_map(fn, tree, *others)``: a new tree of the same types with ``fn(leaf,
     *leaves_of_others)`` at each leaf; static atoms kept (None with ``statics=False``).
 
@@ -909,7 +925,7 @@ def _map(fn, tree, others, is_leaf, statics, memo):
              memo) for k, v in zip(keys, vals)])
 
 
-def leaves(tree, is_leaf=None):
+def leaves(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> list[Any]:
     """``leaves(tree, is_leaf=None)``: the leaves in walk order, a tied array once.
 
     >>> import numpy as np, tracked as tr

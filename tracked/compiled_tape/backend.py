@@ -1,4 +1,7 @@
 """``AutoCompiled``: the compiled-tape backend of ``gradient(f, tr.AutoCompiled(), *args)``."""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,22 +52,24 @@ class AutoCompiled(ADType):
     (array([2., 4.]),)
     """
 
-    def __init__(self, compile=True, paths=4):
+    def __init__(self, compile: bool = True, paths: int = 4) -> None:
         self.compile = compile
         self.paths = paths
         self.tapes: dict[Any, tuple[Any, list[GradientTape]]] = {}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f'AutoCompiled(compile={self.compile})'
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: float | None = None) -> bool:
         """``ad.wait(timeout=None)``: wait until every tape recorded so far runs its
         numba kernels (they compile in the background, see ``tr.compile``); True if
         they all do."""
         return all([tape.wait(timeout) for _, tapes in list(self.tapes.values())
                     for tape in list(tapes)])
 
-    def withgradient(self, f, *args, wrt=None, out=None):
+    def withgradient(self, f: Callable[..., Any], *args: Any,
+                     wrt: int | Sequence[int] | None = None,
+                     out: Sequence[Any] | None = None) -> tuple[Any, Any]:
         """``(val, grads)`` of ``f`` at ``args``: the eager tape for a signature's first
         call (and under an outer differentiation), else a replay of the signature's
         tapes, the last path taken first, recording a new one on a failed guard."""

@@ -8,18 +8,25 @@ or numba kernels once compiled) and checks every guard on the way.  A compiled
 ``GradientTape`` answers its common calls through generated code (calls.py); every
 other call, and every call that needs more than the common case, comes here.
 """
-from typing import Any, Callable
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from ..tape import new_level, push_recorder, pop_recorder
 from ..tree_util import tuple_def
-from .guards import TapeGuardError
+from .guards import Guard, TapeGuardError
+from .plan import Fallback
 from .program import Program
-from .record import Recorder
+from .record import Instr, Recorder
 from .signature import as_input, check_leaves, leaf_spec
-from .tiers import Tiering
+from .tiers import CompileError, Tiering
 from .trees import flatten_args, arg_leaves
+
+if TYPE_CHECKING:
+    from .compiled import CompiledProgram      # imported when a tape is compiled
 
 __all__ = ['Tape']
 
@@ -39,7 +46,8 @@ class Tape:
     _layout: Callable[[], tuple[list[tuple[tuple[int, ...], np.dtype]],
                                 dict[int, tuple[int, int]]]]
 
-    def __init__(self, f, *args, wrt=None, on_guard='error'):
+    def __init__(self, f: Callable[..., Any], *args: Any, wrt: int | Sequence[int] | None = None,
+                 on_guard: Literal['error', 'retrace'] = 'error') -> None:
         if on_guard not in ('error', 'retrace'):
             raise ValueError(f'on_guard must be "error" or "retrace", got {on_guard!r}')
         self.f = f
@@ -59,9 +67,9 @@ class Tape:
                                  f'run from 0 to {len(args) - 1} (or from -{len(args)})')
         wrt = tuple(w % len(args) for w in wrt)
         self.wrt = wrt
-        self.compiled = None
-        self._compile_mode = None        # None, 'foreground' or 'background'
-        self._tiering = None
+        self.compiled: CompiledProgram | None = None
+        self._compile_mode: str | None = None    # None, 'foreground' or 'background'
+        self._tiering: Tiering | None = None
         self._record(args)
 
     # -- recording ------------------------------------------------------------
@@ -188,7 +196,7 @@ class Tape:
     def _install_calls(self):
         """Install the generated calls of the current state (GradientTape: calls.py)."""
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: float | None = None) -> bool:
         """``tape.wait(timeout=None)``: wait until a compiled tape runs its numba kernels;
         True if it does, False if the background compilation failed (the tape replays in
         NumPy; ``compile_error`` says why) or ``timeout`` seconds passed first."""
@@ -198,13 +206,13 @@ class Tape:
         return t.wait(timeout) if t is not None else False
 
     @property
-    def compile_error(self):
+    def compile_error(self) -> CompileError | None:
         """Why the background compilation failed (a ``CompileError``), or None."""
         t = self._tiering
         return t.error if t is not None else None
 
     @property
-    def fallbacks(self):
+    def fallbacks(self) -> list[Fallback] | None:
         """What a compiled tape runs in NumPy: one entry per instruction, printing as
         the instruction and the reason (``.instr``, ``.reason``); None if not compiled."""
         if self.compiled is not None:
@@ -273,20 +281,20 @@ class Tape:
 
     # -- printing ----------------------------------------------------------------
     @property
-    def instructions(self):
+    def instructions(self) -> list[Instr]:
         """The recorded instructions (forward and backward), in execution order."""
         return self.program.instrs
 
     @property
-    def guards(self):
+    def guards(self) -> list[Guard]:
         return self.program.guards
 
-    def __str__(self):
+    def __str__(self) -> str:
         head = (f'{type(self).__name__} of {getattr(self.f, "__name__", repr(self.f))}: '
                 f'{len(self.program.instrs)} instructions, {len(self.program.guards)} guards')
         return '\n'.join([head] + ['  ' + line for line in self.program.lines()])
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f'<{type(self).__name__} of {getattr(self.f, "__name__", repr(self.f))}: '
                 f'{len(self.program.instrs)} instructions, {len(self.program.guards)} guards>')
 

@@ -6,7 +6,11 @@ passes it needs), where its outputs go (``_layout``) and what its calls return.
 A compiled ``GradientTape``'s ``gradient`` and ``withgradient`` are generated per
 tape (calls.py).
 """
+from __future__ import annotations
+
 import functools
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -18,6 +22,9 @@ from .signature import check_out, out_leaves
 from .trees import unflatten_args
 
 __all__ = ["GradientTape", "JacobianTape", "HessianTape", "ValGrad", "compile"]
+
+
+T = TypeVar('T', bound=Tape)
 
 
 def _split_output(out):
@@ -126,7 +133,7 @@ class GradientTape(Tape):
         return specs, placements
 
     # -- public calls -------------------------------------------------------------
-    def __call__(self, *args):
+    def __call__(self, *args: Any) -> Any:
         """``tape(*args)``: the value of ``f`` (replays the whole tape)."""
         get, _ = self._run(args)
         return self._value(get)
@@ -134,7 +141,7 @@ class GradientTape(Tape):
     def _value(self, get):
         return self._rebuild([_plain_scalar(get(k)) for k in range(self.n_val)])
 
-    def gradient(self, *args, out=None):
+    def gradient(self, *args: Any, out: tuple[Any, ...] | None = None) -> tuple[Any, ...]:
         """``tape.gradient(*args, out=None)``: one gradient per argument (None outside wrt).
 
         With ``out`` (a gradient tuple returned by an earlier call), the gradients are
@@ -143,7 +150,7 @@ class GradientTape(Tape):
         """
         return self.withgradient(*args, out=out).grad
 
-    def withgradient(self, *args, out=None):
+    def withgradient(self, *args: Any, out: tuple[Any, ...] | None = None) -> ValGrad:
         """``tape.withgradient(*args, out=None) -> (val, grad)``."""
         targets = out_leaves(self, out) if out is not None else None
         get, outs = self._run(args, targets)
@@ -258,15 +265,15 @@ class JacobianTape(Tape):
                     placements[slot] = (j, k * n)
         return specs, placements
 
-    def __call__(self, *args):
+    def __call__(self, *args: Any) -> Any:
         """``tape(*args)``: the value of ``f``."""
         return _plain_scalar(self._run(args)[0](0))
 
-    def jacobian(self, *args):
+    def jacobian(self, *args: Any) -> tuple[Any, ...]:
         """``tape.jacobian(*args)``: per argument its Jacobian matrix (None outside wrt)."""
         return self.withjacobian(*args).grad
 
-    def withjacobian(self, *args):
+    def withjacobian(self, *args: Any) -> ValGrad:
         """``tape.withjacobian(*args) -> (val, jacobians)``."""
         get, outs = self._run(args)
         flat = [None] * len(self.specs)
@@ -296,7 +303,8 @@ class HessianTape(Tape):
 
     _what = 'HessianTape'
 
-    def __init__(self, f, x, on_guard='error'):
+    def __init__(self, f: Callable[[Any], Any], x: Any,
+                 on_guard: Literal['error', 'retrace'] = 'error') -> None:
         super().__init__(f, x, wrt=None, on_guard=on_guard)
 
     def _trace(self, rec, inputs):
@@ -334,11 +342,11 @@ class HessianTape(Tape):
     def _layout(self):
         return [((self.n, self.n), self.dtype)], {2 + k: (0, k * self.n) for k in range(self.n)}
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         """``tape(x)``: the value of ``f``."""
         return _plain_scalar(self._run((x,))[0](0))
 
-    def hessian(self, x, out=None):
+    def hessian(self, x: Any, out: np.ndarray | None = None) -> Any:
         """``tape.hessian(x, out=None)``: the Hessian matrix (a scalar for scalar x); with
         ``out`` (an (n, n) array) it is written there."""
         if out is not None and (not isinstance(out, np.ndarray) or out.shape != (self.n, self.n)
@@ -351,12 +359,12 @@ class HessianTape(Tape):
             return H[0, 0]
         return H
 
-    def gradient(self, x):
+    def gradient(self, x: Any) -> Any:
         """``tape.gradient(x)``: the gradient, from the same tape."""
         return _plain_scalar(self._run((x,))[0](1))
 
 
-def compile(tape, background=True):
+def compile(tape: T, background: bool = True) -> T:
     """``compile(tape, background=True)``: a copy of ``tape`` whose replays run numba code
     generated for it.
 

@@ -31,9 +31,17 @@ to ``np.stack``.  ``tracked.numpy.linalg``, ``.fft`` and ``.random`` are modules
 >>> tr.gradient(lambda a, b: np.sum(np.array([a * b, a, [b, 2.0]][:2])), 2.0, 3.0)
 (np.float64(4.0), np.float64(2.0))
 """
+from __future__ import annotations
+
+# any and bool are the builtins, as _builtins.any/bool: ``from numpy import *`` binds
+# NumPy's, and NumPy's any of a generator is the truth of the generator object (True).
+import builtins as _builtins
 import importlib as _importlib
+from collections.abc import Callable as _Callable
+from typing import Any as _Any
 
 import numpy as _np
+import numpy.typing as _npt
 from numpy import *  # noqa: F401,F403  (NumPy's own names: tracked values dispatch there)
 
 from ._lists import holds_tracked as _holds_tracked, wrap_dispatched as _wrap_dispatched
@@ -43,15 +51,15 @@ from ..values import Tracked as _Tracked
 __all__ = [n for n in dir(_np) if not n.startswith('_')]
 
 
-def __getattr__(name):                      # everything else: NumPy's (np.newaxis, ...)
+def __getattr__(name: str) -> _Any:         # everything else: NumPy's (np.newaxis, ...)
     return getattr(_np, name)
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(dir(_np)))
 
 
-def _build(obj):
+def _build(obj: _Any) -> _Any:
     """A (nested) list or tuple holding tracked values as one array: stacked level by level."""
     if isinstance(obj, _Tracked):
         return obj
@@ -60,7 +68,9 @@ def _build(obj):
     return _np.asarray(obj)
 
 
-def array(object, dtype=None, *, copy=True, order='K', subok=False, ndmin=0, like=None):
+def array(object: _Any, dtype: _npt.DTypeLike | None = None, *,
+          copy: _builtins.bool | None = True, order: _Any = 'K', subok: _builtins.bool = False,
+          ndmin: int = 0, like: _Any = None) -> _Any:
     """``array(object, ...)``: ``numpy.array``, also for (nested) lists of tracked values.
 
     >>> import tracked as tr, tracked.numpy as np
@@ -80,7 +90,8 @@ def array(object, dtype=None, *, copy=True, order='K', subok=False, ndmin=0, lik
     return out
 
 
-def asarray(a, dtype=None, order=None, *, like=None, **kwargs):
+def asarray(a: _Any, dtype: _npt.DTypeLike | None = None, order: _Any = None, *,
+            like: _Any = None, **kwargs: _Any) -> _Any:
     """``asarray(a)``: ``numpy.asarray``; a tracked value is returned as it is, and lists
     holding tracked values become a tracked array."""
     if isinstance(a, _Tracked) and (dtype is None or _np.dtype(dtype) == a.dtype):
@@ -90,18 +101,19 @@ def asarray(a, dtype=None, order=None, *, like=None, **kwargs):
     return array(a, dtype=dtype, copy=False)
 
 
-asanyarray = asarray
+asanyarray = asarray  # type: ignore[assignment]  # shadows NumPy's on purpose
 
 
-def ascontiguousarray(a, dtype=None, *, like=None):
+def ascontiguousarray(a: _Any, dtype: _npt.DTypeLike | None = None, *,
+                      like: _Any = None) -> _Any:
     """``ascontiguousarray(a)``: ``numpy.ascontiguousarray``, tracked values kept tracked."""
     if _holds_tracked(a):
         return asarray(a, dtype=dtype)
     return _np.ascontiguousarray(a, dtype=dtype, like=like)
 
 
-def _joiner(fn):
-    def join(arrays, *args, **kwargs):
+def _joiner(fn: _Callable[..., _Any]) -> _Callable[..., _Any]:
+    def join(arrays: _Any, *args: _Any, **kwargs: _Any) -> _Any:
         if type(arrays) in (list, tuple) and _holds_tracked(arrays):
             arrays = [asarray(a) for a in arrays]
         return fn(arrays, *args, **kwargs)
@@ -122,13 +134,13 @@ column_stack = _joiner(_np.column_stack)
 class _Concatenator:
     """``r_`` and ``c_``: NumPy's, unless an item holds a tracked value."""
 
-    def __init__(self, numpy_version, columns):
+    def __init__(self, numpy_version: _Any, columns: _builtins.bool) -> None:
         self.numpy_version = numpy_version
         self.columns = columns
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: _Any) -> _Any:
         items = key if type(key) is tuple else (key,)
-        if not any(_holds_tracked(i) for i in items):
+        if not _builtins.any(_holds_tracked(i) for i in items):
             return self.numpy_version[key]
         if items and isinstance(items[0], str):
             raise TypeError('tracked.numpy: r_/c_ with a string directive and tracked items '
@@ -143,25 +155,27 @@ class _Concatenator:
             parts.append(part)
         return _np.concatenate(parts, axis=-1 if self.columns else 0)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return 0
 
 
-r_ = _Concatenator(_np.r_, columns=False)
-c_ = _Concatenator(_np.c_, columns=True)
+# (NumPy's stubs make r_ and c_ Final: this module shadows them on purpose)
+r_ = _Concatenator(_np.r_, columns=False)  # type: ignore[misc, assignment]
+c_ = _Concatenator(_np.c_, columns=True)  # type: ignore[misc, assignment]
 
 
-def full(shape, fill_value, dtype=None, order='C', **kwargs):
+def full(shape: _Any, fill_value: _Any, dtype: _npt.DTypeLike | None = None, order: _Any = 'C',
+         **kwargs: _Any) -> _Any:
     """``full(shape, fill_value)``: a tracked fill value gives a tracked array (NumPy's
     own ``full`` writes it into a plain array, where its gradient would be lost)."""
     if not isinstance(fill_value, _Tracked):
         return _np.full(shape, fill_value, dtype=dtype, order=order, **kwargs)
-    out = _np.broadcast_to(fill_value, shape)
-    out = out * _np.ones((), dtype=dtype or fill_value.dtype)     # a copy, not a view
-    return out
+    out: _Any = _np.broadcast_to(fill_value, shape)
+    return out * _np.ones((), dtype=dtype or fill_value.dtype)     # a copy, not a view
 
 
-def full_like(a, fill_value, dtype=None, order='K', subok=True, shape=None, **kwargs):
+def full_like(a: _Any, fill_value: _Any, dtype: _npt.DTypeLike | None = None, order: _Any = 'K',
+              subok: _builtins.bool = True, shape: _Any = None, **kwargs: _Any) -> _Any:
     """``full_like(a, fill_value)``: a tracked fill value gives a tracked array."""
     if not isinstance(fill_value, _Tracked):
         return _np.full_like(a, fill_value, dtype=dtype, order=order, subok=subok,
@@ -170,10 +184,11 @@ def full_like(a, fill_value, dtype=None, order='K', subok=True, shape=None, **kw
                 dtype=dtype or _np.result_type(a))
 
 
-def _like(name, fill):
+def _like(name: str, fill: float) -> _Callable[..., _Any]:
     numpy_fn = getattr(_np, name)
 
-    def like(a, dtype=None, order='K', subok=True, shape=None, **kwargs):
+    def like(a: _Any, dtype: _npt.DTypeLike | None = None, order: _Any = 'K',
+             subok: _builtins.bool = True, shape: _Any = None, **kwargs: _Any) -> _Any:
         kind = _np.dtype(dtype).kind if dtype is not None else \
             a.dtype.kind if isinstance(a, _Tracked) else None
         if kind is None or kind not in 'fc' or (shape is not None and
@@ -198,8 +213,8 @@ class vectorize(_np.vectorize):
     """``vectorize(pyfunc)``: ``numpy.vectorize`` that runs ``pyfunc`` on tracked scalars
     (one element at a time, each result recorded) when an argument is tracked."""
 
-    def __call__(self, *args, **kwargs):
-        if not any(isinstance(a, _Tracked) for a in args):
+    def __call__(self, *args: _Any, **kwargs: _Any) -> _Any:
+        if not _builtins.any(isinstance(a, _Tracked) for a in args):
             return super().__call__(*args, **kwargs)
         arrays = _np.broadcast_arrays(*[asarray(a) for a in args])
         shape = arrays[0].shape
