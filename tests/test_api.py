@@ -111,6 +111,13 @@ def test_complex_arguments_to_jacobians_name_a_call_that_works(who):
         np.testing.assert_allclose(H, diag, rtol=1e-12)
 
 
+def test_a_shaped_output_without_a_dtype_is_refused_by_name():
+    class Shaped:                   # has a shape, no dtype (found by mypy: a TypeError)
+        shape = ()
+    with pytest.raises(ValueError, match='real scalar; f returned a value of dtype None'):
+        tr.gradient(lambda x: Shaped(), 1.0)
+
+
 def test_withgradient_aux_named_tuple_and_dict():
     Out = namedtuple('Out', 'loss pred')
     x = np.array([1.0, 2.0])

@@ -10,6 +10,7 @@ the gradient against central finite differences and between the two tapes.
 import argparse
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
@@ -18,8 +19,8 @@ import tracked as tr
 USAGE_EXAMPLE = 'python -m tracked --epochs 20 --hidden 32 --batch-size 100 --lr 0.01'
 
 
-def _positive(kind):
-    def parse(text):
+def _positive(kind: Any) -> Any:
+    def parse(text: Any) -> Any:
         try:
             value = kind(text)
         except ValueError:
@@ -30,7 +31,7 @@ def _positive(kind):
     return parse
 
 
-def parse_args(argv):
+def parse_args(argv: Any) -> Any:
     p = argparse.ArgumentParser(
         prog='python -m tracked',
         description='Train a small classifier on scikit-learn\'s handwritten digits with '
@@ -56,7 +57,7 @@ def parse_args(argv):
 # Data and model
 # --------------------------------------------------------------------------
 
-def load_digits(seed, n_test=297):
+def load_digits(seed: Any, n_test: int = 297) -> Any:
     """(x_train, y_train, x_test, y_test): pixels scaled to [0, 1], integer labels."""
     try:
         from sklearn.datasets import load_digits as sk_load_digits
@@ -72,18 +73,18 @@ def load_digits(seed, n_test=297):
     return x[train], y[train], x[test], y[test]
 
 
-def make_model(n_in, hidden, n_out, seed):
+def make_model(n_in: Any, hidden: Any, n_out: Any, seed: Any) -> Any:
     rng = np.random.default_rng(seed)
     return tr.nn.Chain(tr.nn.Dense(n_in, hidden, tr.nn.relu, rng=rng),
                        tr.nn.Dense(hidden, n_out, rng=rng))
 
 
-def loss(model, x, y):
+def loss(model: Any, x: Any, y: Any) -> Any:
     """Mean cross-entropy of the model's logits against one-hot targets."""
     return tr.nn.logitcrossentropy(model(x), y)
 
 
-def batches(x, y, batch_size, epochs, seed):
+def batches(x: Any, y: Any, batch_size: Any, epochs: Any, seed: Any) -> list[tuple[Any, Any]]:
     """Shuffled full batches (the last partial one is dropped), ``epochs`` passes."""
     rng = np.random.default_rng(seed + 1)
     yhot = tr.nn.onehot(y, 10)
@@ -96,7 +97,7 @@ def batches(x, y, batch_size, epochs, seed):
     return out
 
 
-def accuracy(model, x, y):
+def accuracy(model: Any, x: Any, y: Any) -> Any:
     return float(np.mean(np.argmax(model(x), axis=-1) == y))
 
 
@@ -104,7 +105,7 @@ def accuracy(model, x, y):
 # The two runs and the checks
 # --------------------------------------------------------------------------
 
-def run(args, out=print):
+def run(args: Any, out: Any = print) -> Any:
     x_train, y_train, x_test, y_test = load_digits(args.seed)
     if args.batch_size > len(y_train):
         sys.exit(f'--batch-size {args.batch_size} is larger than the training set '
@@ -172,7 +173,7 @@ def run(args, out=print):
     return results
 
 
-def _per_call(fn, repeats=5, number=30):
+def _per_call(fn: Any, repeats: int = 5, number: int = 30) -> Any:
     """Median seconds per call of ``fn``."""
     fn()
     times = []
@@ -184,11 +185,11 @@ def _per_call(fn, repeats=5, number=30):
     return float(np.median(times))
 
 
-def _us(seconds):
+def _us(seconds: Any) -> Any:
     return f'{seconds * 1e6:,.0f} µs' if seconds < 0.1 else f'{seconds:.2f} s'
 
 
-def gradient_check(models, xb, yb, seed, out):
+def gradient_check(models: Any, xb: Any, yb: Any, seed: Any, out: Any) -> Any:
     """Reverse mode against central differences along a random direction, and eager vs compiled."""
     model = models['eager']
     grads = tr.gradient(loss, model, xb, yb)[0]
@@ -201,7 +202,7 @@ def gradient_check(models, xb, yb, seed, out):
     reverse = sum(float(np.sum(g * v)) for g, v in zip(gparams, direction))
     eps = 1e-6
 
-    def shifted(s):
+    def shifted(s: Any) -> Any:
         for p, v in zip(params, direction):
             p += s * v
         value = float(loss(model, xb, yb))
@@ -233,7 +234,7 @@ def gradient_check(models, xb, yb, seed, out):
     return check
 
 
-def main(argv=None):
+def main(argv: Any = None) -> Any:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     results = run(args)
     return 0 if results['check']['ok'] else 1

@@ -7,6 +7,9 @@ output is the one differentiated.  ``tracked.api`` (the eager tape) and
 ``tracked.backends`` both build on this module, and neither imports the other's
 internals.
 """
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from .tree_util import flatten, is_node, unflatten
@@ -28,14 +31,14 @@ class ADType:
     (np.float64(12.0),)
     """
 
-    def withgradient(self, f, *args):
+    def withgradient(self, f: Callable[..., Any], *args: Any) -> tuple[Any, tuple[Any, ...]]:
         raise NotImplementedError
 
-    def gradient(self, f, *args):
+    def gradient(self, f: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
         """``backend.gradient(f, *args)``: the gradient tuple alone."""
         return self.withgradient(f, *args)[1]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f'{type(self).__name__}()'
 
 
@@ -110,8 +113,8 @@ class Args:
 
     def __init__(self, args):
         self.args = args
-        self.flat = []
-        self.defs = []           # per argument: 'leaf', 'const' or its TreeDef
+        self.flat: list[Any] = []
+        self.defs: list[Any] = []     # per argument: 'leaf', 'const' or its TreeDef
         for a in args:
             if differentiable(a):
                 self.defs.append('leaf')
@@ -269,8 +272,9 @@ def check_scalar(v, who):
                          f'or dict whose first element is one); f returned '
                          f'{type(v).__name__}. Use jacobian(f, ...) or pullback(f, ...) '
                          f'for other outputs.')
-    if shape != () or kind not in 'fiu':
-        what = f'an array of shape {shape}' if shape != () else f'a value of dtype {v.dtype}'
+    if shape != () or kind is None or kind not in 'fiu':
+        what = f'an array of shape {shape}' if shape != () else \
+            f'a value of dtype {getattr(v, "dtype", None)}'
         raise ValueError(f'{who} needs f to return a real scalar; f returned {what}. '
                          f'Use jacobian(f, ...) for the derivative of every output, or '
                          f'pullback(f, ...) to weight the outputs with a cotangent.')

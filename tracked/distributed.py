@@ -22,10 +22,13 @@ code with many large temporaries -- an eager tape's -- up to twice as slow; a
 cluster started after ``dask.config.set({'distributed.nanny.pre-spawn-environ.
 MALLOC_TRIM_THRESHOLD_': None})`` keeps glibc's default (notebooks/06_distributed).
 """
+from __future__ import annotations
+
 import itertools
 import threading
 import uuid
 import weakref
+from typing import Any
 
 try:
     import dask
@@ -57,7 +60,7 @@ class ShardError(RuntimeError):
 # Placing the shards
 # --------------------------------------------------------------------------
 
-def place(client, shards):
+def place(client: Any, shards: Any) -> Any:
     """``place(client, shards) -> Placed``: the shards on the workers, for repeated
     ``withgradient`` calls that do not send the data again; pass it as ``shards``.
 
@@ -79,10 +82,10 @@ def place(client, shards):
 class Placed:
     """Shards on the cluster (made by ``place``): ``parts``, one per future."""
 
-    def __init__(self, parts):
+    def __init__(self, parts: Any) -> None:
         self.parts = parts
 
-    def __repr__(self):
+    def __repr__(self) -> Any:
         n = sum(len(p.names) if type(p.names) is tuple else 1 for p in self.parts)
         bag = any(type(p.names) is str for p in self.parts)
         return (f'<{n} {"partitions" if bag else "shards"} in {len(self.parts)} futures '
@@ -95,11 +98,11 @@ class _Part:
 
     __slots__ = ('future', 'many', 'names')
 
-    def __init__(self, future, many, names):
+    def __init__(self, future: Any, many: Any, names: Any) -> None:
         self.future, self.many, self.names = future, many, names
 
 
-def _placed(client, shards):
+def _placed(client: Any, shards: Any) -> Any:
     """``shards`` as ``_Part``s (see the module docstring for what ``shards`` may be)."""
     if isinstance(shards, Placed):
         return shards.parts
@@ -135,11 +138,11 @@ def _placed(client, shards):
     return parts
 
 
-def _shards(shards):
+def _shards(shards: Any) -> Any:
     return shards
 
 
-def _blocks(arrays):
+def _blocks(arrays: Any) -> Any:
     """One delayed tuple of blocks per chunk of the first axis of ``arrays``."""
     first = arrays[0]
     aligned = []
@@ -163,20 +166,20 @@ class _Loss:
     tape, a backend (``adtype``) or a recorded ``tape`` (``_send`` says how it
     travels).  A tape or backend is used by one task at a time on a worker."""
 
-    def __init__(self, loss, tape=None, adtype=None):
+    def __init__(self, loss: Any, tape: Any = None, adtype: Any = None) -> None:
         if tape is not None and adtype is not None:
             raise TypeError('pass either tape= or adtype=, not both')
         self.loss, self.tape, self.adtype = loss, tape, adtype
         self.lock = threading.Lock()
 
-    def __getstate__(self):
+    def __getstate__(self) -> Any:
         return {'loss': self.loss, 'tape': self.tape, 'adtype': self.adtype}
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: Any) -> Any:
         self.__dict__.update(state)
         self.lock = threading.Lock()
 
-    def withgradient(self, model, args):
+    def withgradient(self, model: Any, args: Any) -> Any:
         if self.tape is not None:
             with self.lock:          # a replay writes the tape's buffers: one at a time
                 val, grads = self.tape.withgradient(model, *args)
@@ -190,10 +193,10 @@ class _Loss:
         return val, g
 
 
-def _signature(args):
+def _signature(args: Any) -> Any:
     """What must agree between shards, per argument: its number of axes, its shape past
     the first axis and its dtype (its type, for a non-array)."""
-    sig = []
+    sig: list[Any] = []
     for a in args:
         a = plain(a)
         if isinstance(a, (np.ndarray, np.generic)):
@@ -203,7 +206,7 @@ def _signature(args):
     return tuple(sig)
 
 
-def _describe(s):
+def _describe(s: Any) -> Any:
     if type(s) is not tuple:
         return f'type {s.__name__}'
     ndim, rest, dtype = s
@@ -211,7 +214,7 @@ def _describe(s):
     return f'shape ({shape}{"," if ndim == 1 else ""}) and dtype {np.dtype(dtype)}'
 
 
-def _check_signatures(sigs):
+def _check_signatures(sigs: Any) -> Any:
     """Name the shards whose signature differs from most shards' (``sigs``: signature
     -> names of the shards that have it)."""
     if len(sigs) == 1:
@@ -231,11 +234,11 @@ def _check_signatures(sigs):
                      f'axis.')
 
 
-def _names(names, most=4):
+def _names(names: Any, most: int = 4) -> Any:
     return ', '.join(names[:most]) + (f' and {len(names) - most} more' * (len(names) > most))
 
 
-def _gradient_part(loss, model, held, many, names, reduce):
+def _gradient_part(loss: Any, model: Any, held: Any, many: Any, names: Any, reduce: Any) -> Any:
     """``(value, flat gradients, records, signatures)`` summed over the shards ``held``
     (a list if ``many``) with ``loss`` (a ``_Loss``); the gradients are aligned with
     the model's differentiable leaves, None where a shard gives none; ``signatures``
@@ -264,7 +267,7 @@ def _gradient_part(loss, model, held, many, names, reduce):
     return total
 
 
-def _records(args):
+def _records(args: Any) -> Any:
     """A shard's number of records: the length of its first argument."""
     n = np.shape(plain(args[0])) if args else ()
     if not n:
@@ -274,7 +277,7 @@ def _records(args):
     return n[0]
 
 
-def _add(a, b):
+def _add(a: Any, b: Any) -> Any:
     """The sum of two parts (in this order)."""
     grads = [y if x is None else x if y is None else x + y for x, y in zip(a[1], b[1])]
     sigs = {k: list(v) for k, v in a[3].items()}
@@ -283,7 +286,7 @@ def _add(a, b):
     return a[0] + b[0], grads, a[2] + b[2], sigs
 
 
-def _sum(*parts):
+def _sum(*parts: Any) -> Any:
     total = parts[0]
     for p in parts[1:]:
         total = _add(total, p)
@@ -294,7 +297,7 @@ _FAN_IN = 8                 # parts added by one task of the summation tree
 _INLINE_BYTES = 4 << 20     # a model this size, times the tasks, travels inside them
 
 
-def _gradient(client, loss, model, parts, reduce):
+def _gradient(client: Any, loss: Any, model: Any, parts: Any, reduce: Any) -> Any:
     """The value and gradient over all ``parts`` for ``model`` (``loss``: a ``_Loss`` or
     its future): one task per part, a summation tree on the workers if there are many,
     one result to the client."""
@@ -320,10 +323,11 @@ def _gradient(client, loss, model, parts, reduce):
     return value, Args((model,)).gradients(flat)[0]
 
 
-_SENT = weakref.WeakKeyDictionary()     # tape or adtype -> (client, loss, its future)
+# tape or adtype -> (client, loss, its future)
+_SENT: weakref.WeakKeyDictionary[Any, tuple[Any, Any, Any]] = weakref.WeakKeyDictionary()
 
 
-def _send(client, loss, tape, adtype):
+def _send(client: Any, loss: Any, tape: Any, adtype: Any) -> Any:
     """The ``_Loss`` for the workers: itself (it travels inside the tasks) for the eager
     tape; else a future, so that each worker unpickles a tape (compiling it) or keeps
     an ``AutoCompiled``'s tapes once, for every call with the same objects."""
@@ -339,12 +343,12 @@ def _send(client, loss, tape, adtype):
     return hit[2]
 
 
-def _check_reduce(reduce):
+def _check_reduce(reduce: Any) -> Any:
     if reduce not in ('sum', 'mean'):
         raise ValueError(f"reduce must be 'sum' or 'mean', got {reduce!r}")
 
 
-def _check_model(model, who):
+def _check_model(model: Any, who: str) -> None:
     # Said here, before Dask wraps the refusal to pickle in its own serialisation error.
     if any(isinstance(a, Tracked) for a in leaves(model, _is_value)):
         raise TypeError(f'td.{who}: the model holds tracked values (tr.param\'s), which '
@@ -352,11 +356,12 @@ def _check_model(model, who):
                         f'the workers differentiate it')
 
 
-def _is_value(x):
+def _is_value(x: Any) -> bool:
     return isinstance(x, (Tracked, np.ndarray, float, int))
 
 
-def withgradient(client, loss, model, shards, *, reduce='sum', tape=None, adtype=None):
+def withgradient(client: Any, loss: Any, model: Any, shards: Any, *, reduce: str = 'sum',
+                 tape: Any = None, adtype: Any = None) -> Any:
     """``withgradient(client, loss, model, shards, reduce='sum') -> (val, grad)``: the sum
     over the shards of ``loss(model, *shard)`` and its gradient, shaped like ``model``
     as ``tr.gradient``'s is, computed on the workers next to the shards.
@@ -390,16 +395,17 @@ def withgradient(client, loss, model, shards, *, reduce='sum', tape=None, adtype
 class _OnShards(ADType):
     """The backend ``train`` hands ``tr.train``: gradients over placed shards."""
 
-    def __init__(self, client, engine, parts, reduce):
+    def __init__(self, client: Any, engine: Any, parts: Any, reduce: Any) -> None:
         self.client, self.engine, self.parts, self.reduce = client, engine, parts, reduce
 
-    def withgradient(self, f, model):          # f: the loss, which the engine holds
+    def withgradient(self, f: Any, model: Any) -> Any:   # f: the loss, the engine holds it
         val, grad = _gradient(self.client, self.engine, model, self.parts, self.reduce)
         return val, (grad,)
 
 
-def train(client, loss, model, shards, state, *, steps=1, reduce='sum', tape=None,
-          adtype=None, progress=True, desc=None):
+def train(client: Any, loss: Any, model: Any, shards: Any, state: Any, *, steps: int = 1,
+          reduce: str = 'sum', tape: Any = None, adtype: Any = None, progress: bool = True,
+          desc: Any = None) -> Any:
     """``train(client, loss, model, shards, state, steps=1) -> losses``: ``steps`` steps of
     data parallel training, each on the gradient over all the shards.
 

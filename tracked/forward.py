@@ -55,8 +55,8 @@ class DualMethods:
     def __repr__(self):
         return f'Dual({self._value!r}, tangent={self._tangent!r})'
 
-    @property
-    def grad(self):
+    @property  # type: ignore[misc]  # read-only: a Dual holds no gradient buffer
+    def grad(self) -> None:
         return None
 
     def back(self, dy=None, retain_graph=False):
@@ -211,11 +211,11 @@ def _elementwise(ufunc, inputs, lvl):
         if isinstance(a, Tracked):
             if a._node is not lvl or isinstance(a._value, Tracked):
                 return None
-            ta, a = a._tangent, a._value
+            ta, a = a._tangent, a._value  # type: ignore[attr-defined]  # at lvl: a Dual
         if isinstance(b, Tracked):
             if b._node is not lvl or isinstance(b._value, Tracked):
                 return None
-            tb, b = b._tangent, b._value
+            tb, b = b._tangent, b._value  # type: ignore[attr-defined]  # at lvl: a Dual
         ans = prim.fn(a, b)
         da, db = prim.partials
         t = None
@@ -235,7 +235,7 @@ def _elementwise(ufunc, inputs, lvl):
             if a._node is not lvl or isinstance(a._value, Tracked):
                 return None
             primals.append(a._value)
-            tangents.append(a._tangent)
+            tangents.append(a._tangent)  # type: ignore[attr-defined]  # at lvl: a Dual
         else:
             primals.append(a)
             tangents.append(None)

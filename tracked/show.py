@@ -53,7 +53,7 @@ def summary(model):
       softmax,
     )                   # Total: 4 arrays, 25_450 parameters, 198.828 KiB.
     """
-    lines = []
+    lines: list[str] = []
     _show(model, 0, lines)
     # As in Flux, only a container gets the total line.
     return '\n'.join(lines) + (_total(*_counts(model)) if isinstance(model, Chain) else '')

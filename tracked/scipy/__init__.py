@@ -18,7 +18,10 @@ sqrtm, logm, solve_triangular, cho_factor/cho_solve, lu_factor/lu_solve),
 method).  Every name a submodule does not define is SciPy's own object (it works on
 plain values); any other SciPy subpackage is SciPy's (``tracked.scipy.optimize``).
 """
+from __future__ import annotations
+
 import importlib
+from typing import Any
 
 try:
     import scipy  # noqa: F401
@@ -29,7 +32,7 @@ except ImportError as e:        # an optional dependency: say which extra instal
 _OWN = ('special', 'stats', 'linalg', 'signal', 'integrate')
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     """The submodules above, imported on first use (``scipy.signal`` alone takes most
     of a second to import); SciPy's other subpackages as they are
     (``tracked.scipy.optimize`` is ``scipy.optimize``)."""
@@ -43,5 +46,5 @@ def __getattr__(name):
         raise AttributeError(f"module 'tracked.scipy' has no attribute {name!r}") from e
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(list(globals()) + list(_OWN))

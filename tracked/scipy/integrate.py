@@ -24,6 +24,10 @@ closure over a parameter) cannot be differentiated this way: it raises a
 ``TypeError`` saying to pass the value through ``args``.  Every other name is
 ``scipy.integrate``'s own (plain values).
 """
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 import scipy.integrate as _si
 
@@ -36,7 +40,7 @@ from ..values import Tracked, apply, call
 __all__ = ['odeint', 'solve_ivp']
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     """Every other name is ``scipy.integrate``'s (plain values)."""
     return getattr(_si, name)
 
@@ -51,10 +55,10 @@ class _Problem:
     ``solver(f, y0, t)`` integrates ``dy/dt = f(y, t)`` on plain values (SciPy's
     odeint, or solve_ivp with the user's method and options)."""
 
-    def __init__(self, rhs, n, shapes, solver):
+    def __init__(self, rhs: Any, n: Any, shapes: Any, solver: Any) -> None:
         self.rhs, self.n, self.shapes, self.solver = rhs, n, tuple(shapes), solver
 
-    def split(self, z):
+    def split(self, z: Any) -> Any:
         """``(y0, [params])`` of a packed vector (plain or tracked)."""
         out, k = [], self.n
         for shape in self.shapes:
@@ -63,11 +67,11 @@ class _Problem:
             k += size
         return z[:self.n], out
 
-    def solve(self, z, t):
+    def solve(self, z: Any, t: Any) -> Any:
         """The states at times ``t``, shape ``(len(t), n)``: SciPy's solver, plain values."""
         y0, params = self.split(z)
 
-        def f(y, tt):
+        def f(y: Any, tt: Any) -> Any:
             dy = self.rhs(y, tt, params)
             if isinstance(dy, Tracked):
                 raise TypeError(
@@ -78,38 +82,38 @@ class _Problem:
             return dy
         return self.solver(f, y0, t)
 
-    def adjoint(self):
+    def adjoint(self) -> Any:
         """The problem of the state ``[y, a, a_p]`` integrated backwards by the pullback."""
         n, rhs = self.n, self.rhs
 
-        def aug(s, tt, params):
+        def aug(s: Any, tt: Any, params: Any) -> Any:
             fy, back = vjp(lambda y, *p: rhs(y, tt, p), s[:n], *params)
             cts = back(s[n:2 * n])
             return _pack([fy] + [-_zeros_if_none(c, x) for c, x in zip(cts, [fy] + list(params))])
         return _Problem(aug, 2 * n + _size(self.shapes), self.shapes, self.solver)
 
-    def sensitivity(self):
+    def sensitivity(self) -> Any:
         """The problem of the state ``[y, v]`` (``v`` the tangent) with parameters
         ``[p..., dp...]``, integrated forwards by the tangent rule."""
         n, rhs, k = self.n, self.rhs, len(self.shapes)
 
-        def aug(s, tt, params):
+        def aug(s: Any, tt: Any, params: Any) -> Any:
             fy, ft = jvp(lambda y, *p: rhs(y, tt, p), (s[:n], *params[:k]),
                          (s[n:], *params[k:]))
             return _pack([fy, ft])
         return _Problem(aug, 2 * n, self.shapes * 2, self.solver)
 
 
-def _size(shapes):
+def _size(shapes: Any) -> Any:
     return sum(int(np.prod(s)) for s in shapes)
 
 
-def _pack(parts):
+def _pack(parts: Any) -> Any:
     """One flat vector of ``parts`` (plain or tracked)."""
     return np.concatenate([np.ravel(p) for p in parts])
 
 
-def _zeros_if_none(c, x):
+def _zeros_if_none(c: Any, x: Any) -> Any:
     return np.zeros(np.shape(x)) if c is None else c
 
 
@@ -117,11 +121,11 @@ def _zeros_if_none(c, x):
 # The primitive
 # --------------------------------------------------------------------------
 
-def _integrate_fwd(z, t, problem):
+def _integrate_fwd(z: Any, t: Any, problem: Any) -> Any:
     return problem.solve(z, t)
 
 
-def _adjoint_start(g, ans, z, t, problem):
+def _adjoint_start(g: Any, ans: Any, z: Any, t: Any, problem: Any) -> Any:
     """The cotangent of the packed ``z = [y0, p...]``: the adjoint integrated backwards
     from the last output time, collecting each earlier cotangent on the way (the state
     restarts from the forward solution at each output time: no drift from integrating
@@ -138,17 +142,17 @@ def _adjoint_start(g, ans, z, t, problem):
     return _pack([a, ap])
 
 
-def _integrate_vjp(g, ans, z, t, problem):
+def _integrate_vjp(g: Any, ans: Any, z: Any, t: Any, problem: Any) -> Any:
     return _adjoint_start(g, ans, z, t, problem)
 
 
-def _rates(ans, z, t, problem):
+def _rates(ans: Any, z: Any, t: Any, problem: Any) -> Any:
     """``f(y(t_i), t_i)`` at every output time: the derivative of each output in its time."""
     params = problem.split(z)[1]
     return np.stack([problem.rhs(ans[i], t[i], params) for i in range(np.shape(t)[0])])
 
 
-def _integrate_t_vjp(g, ans, z, t, problem):
+def _integrate_t_vjp(g: Any, ans: Any, z: Any, t: Any, problem: Any) -> Any:
     # Moving t_i (i >= 1) moves output i along f; moving t_0 starts the same state
     # earlier or later: every later output moves by -Phi(t_i, t_0) f(y0, t_0), whose
     # weighted sum is the adjoint at t_0 (without output 0's own cotangent: y(t_0) is
@@ -162,7 +166,7 @@ def _integrate_t_vjp(g, ans, z, t, problem):
     return np.concatenate([np.reshape(first, (1,)), per_output[1:]])
 
 
-def _integrate_jvp(tangents, ans, z, t, problem):
+def _integrate_jvp(tangents: Any, ans: Any, z: Any, t: Any, problem: Any) -> Any:
     # Forward sensitivities from v(t_0) = dy0 - f(y0, t_0) dt_0, plus f(y(t_i), t_i) dt_i
     # for the moved output times (see _integrate_t_vjp).
     n = problem.n
@@ -180,17 +184,17 @@ _INTEGRATE = Primitive(_integrate_fwd, (_integrate_vjp, _integrate_t_vjp, None),
                        name='scipy.integrate', jvp=_integrate_jvp)
 
 
-def _integrate(problem, z, t):
+def _integrate(problem: Any, z: Any, t: Any) -> Any:
     return apply(_INTEGRATE, (z, t, problem), {})
 
 
-def _setup(rhs_of, y0, args):
+def _setup(rhs_of: Any, y0: Any, args: Any) -> Any:
     """The problem of ``rhs_of(y, t, args)`` and its packed vector ``z``: the
     differentiated parameters are the tracked leaves of ``args``."""
     leaves, treedef = flatten(tuple(args))
     slots = [i for i, v in enumerate(leaves) if isinstance(v, Tracked)]
 
-    def rhs(y, t, params):
+    def rhs(y: Any, t: Any, params: Any) -> Any:
         full = list(leaves)
         for i, p in zip(slots, params):
             full[i] = p
@@ -205,7 +209,8 @@ def _setup(rhs_of, y0, args):
 # odeint and solve_ivp
 # --------------------------------------------------------------------------
 
-def odeint(func, y0, t, args=(), tfirst=False, full_output=False, **options):
+def odeint(func: Any, y0: Any, t: Any, args: Any = (), tfirst: bool = False,
+           full_output: bool = False, **options: Any) -> Any:
     """``odeint(func, y0, t, args=())``: ``scipy.integrate.odeint``, differentiable in
     ``y0`` and in the (tracked) parameters among ``args`` by the adjoint method.
 
@@ -225,15 +230,15 @@ def odeint(func, y0, t, args=(), tfirst=False, full_output=False, **options):
         raise NotImplementedError('tracked.scipy.integrate.odeint: full_output=True is not '
                                   'supported; call scipy.integrate.odeint on plain values')
 
-    def rhs_of(y, tt, a):
+    def rhs_of(y: Any, tt: Any, a: Any) -> Any:
         return func(tt, y, *a) if tfirst else func(y, tt, *a)
 
-    def solver(f, y, ts):
+    def solver(f: Any, y: Any, ts: Any) -> Any:
         return _si.odeint(f, y, ts, **options)
     return _solve(rhs_of, y0, t, args, solver)
 
 
-def _solve(rhs_of, y0, t, args, solver):
+def _solve(rhs_of: Any, y0: Any, t: Any, args: Any, solver: Any) -> Any:
     rhs, shapes, params = _setup(rhs_of, y0, args)
     y0 = np.ravel(y0)
     problem = _Problem(rhs, np.shape(y0)[0], shapes, solver)
@@ -253,15 +258,16 @@ def _times(t):
 class OdeResult(dict):
     """``solve_ivp``'s result: a dict with attribute access (``sol.t``, ``sol.y``, ...)."""
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: Any) -> Any:
         try:
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
 
 
-def solve_ivp(fun, t_span, y0, method='RK45', t_eval=None, dense_output=False, events=None,
-              vectorized=False, args=None, **options):
+def solve_ivp(fun: Any, t_span: Any, y0: Any, method: str = 'RK45', t_eval: Any = None,
+              dense_output: bool = False, events: Any = None, vectorized: bool = False,
+              args: Any = None, **options: Any) -> Any:
     """``solve_ivp(fun, t_span, y0, method='RK45', t_eval=None, args=None)``:
     ``scipy.integrate.solve_ivp``, whose ``.y`` (shape ``(len(y0), len(t))``) is
     differentiable in ``y0`` and in the tracked parameters among ``args``.
@@ -285,10 +291,10 @@ def solve_ivp(fun, t_span, y0, method='RK45', t_eval=None, dense_output=False, e
                                   'scipy.integrate.solve_ivp on plain values')
     args = () if args is None else tuple(args)
 
-    def rhs_of(y, tt, a):
+    def rhs_of(y: Any, tt: Any, a: Any) -> Any:
         return fun(tt, y, *a)
 
-    def solver(f, y, ts):
+    def solver(f: Any, y: Any, ts: Any) -> Any:
         sol = _si.solve_ivp(lambda tt, yy: f(yy, tt), (ts[0], ts[-1]), y, method=method,
                             t_eval=ts, **options)
         if sol.status < 0:
@@ -319,7 +325,7 @@ def solve_ivp(fun, t_span, y0, method='RK45', t_eval=None, dense_output=False, e
                      'integration interval.', success=True)
 
 
-def _solver_steps(fun, t_span, y0, args, method, options):
+def _solver_steps(fun: Any, t_span: Any, y0: Any, args: Any, method: Any, options: Any) -> Any:
     """The times ``scipy.integrate.solve_ivp`` steps to (non-differentiable)."""
     sol = _si.solve_ivp(fun, t_span, np.ravel(y0), method=method, args=args or None, **options)
     return tuple(sol.t.tolist())

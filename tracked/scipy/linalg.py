@@ -9,6 +9,10 @@ which call ``np.linalg``'s differentiated functions.  ``overwrite_*`` and
 ``check_finite`` are accepted and ignored.  Every other name is ``scipy.linalg``'s
 own (plain values).
 """
+from __future__ import annotations
+
+from typing import Any, Literal
+
 import numpy as np
 import scipy.linalg as _sla
 
@@ -20,12 +24,12 @@ __all__ = ['expm', 'sqrtm', 'logm', 'solve_triangular', 'cho_factor', 'cho_solve
            'lstsq', 'norm', 'pinv']
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     """Every other name is ``scipy.linalg``'s (plain values)."""
     return getattr(_sla, name)
 
 
-def expm(A):
+def expm(A: Any) -> Any:
     """``expm(A)``: the matrix exponential (of each matrix of a stack), differentiable
     through its Fréchet derivative.
 
@@ -37,7 +41,7 @@ def expm(A):
     return call(_sla.expm, A)
 
 
-def sqrtm(A):
+def sqrtm(A: Any) -> Any:
     """``sqrtm(A)``: the principal matrix square root, differentiable.
 
     >>> import numpy as np
@@ -49,7 +53,7 @@ def sqrtm(A):
     return call(_sla.sqrtm, A)
 
 
-def logm(A):
+def logm(A: Any) -> Any:
     """``logm(A)``: the principal matrix logarithm, differentiable.
 
     >>> import numpy as np
@@ -61,8 +65,9 @@ def logm(A):
     return call(_sla.logm, A)
 
 
-def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
-                     check_finite=True):
+def solve_triangular(a: Any, b: Any, trans: int = 0, lower: bool = False,
+                     unit_diagonal: bool = False, overwrite_b: bool = False,
+                     check_finite: bool = True) -> Any:
     """``solve_triangular(a, b, trans=0, lower=False) -> x`` with ``op(a) x = b`` reading
     one triangle of ``a``; differentiable in ``a`` (that triangle) and ``b``.
 
@@ -75,7 +80,8 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     return _rules.solve_triangular(a, b, trans, lower, unit_diagonal)
 
 
-def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False,
+               check_finite: bool = True) -> Any:
     """``cho_factor(a, lower=False) -> (c, lower)`` for ``cho_solve``; ``c``'s other
     triangle holds zeros (SciPy leaves arbitrary values there).
 
@@ -88,12 +94,13 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     return _rules.cho_factor(a, lower)
 
 
-def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+def cho_solve(c_and_lower: Any, b: Any, overwrite_b: bool = False,
+              check_finite: bool = True) -> Any:
     """``cho_solve((c, lower), b) -> x`` with ``A x = b`` for ``A`` factored by ``cho_factor``."""
     return _rules.cho_solve(c_and_lower, b)
 
 
-def lu_factor(a, overwrite_a=False, check_finite=True):
+def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """``lu_factor(a) -> (lu, piv)``: the packed LU factors with partial pivoting of a
     square matrix (``piv`` is plain: integers carry no gradient).
 
@@ -106,7 +113,8 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     return _rules.lu_factor(a)
 
 
-def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
+def lu_solve(lu_and_piv: Any, b: Any, trans: int = 0, overwrite_b: bool = False,
+             check_finite: bool = True) -> Any:
     """``lu_solve((lu, piv), b, trans=0) -> x`` with ``op(A) x = b`` for ``A`` factored by
     ``lu_factor``."""
     return _rules.lu_solve(lu_and_piv, b, trans)
@@ -116,8 +124,8 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
 # SciPy's spellings of NumPy's linear algebra
 # --------------------------------------------------------------------------
 
-def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
-          assume_a=None, transposed=False):
+def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False, overwrite_b: bool = False,
+          check_finite: bool = True, assume_a: Any = None, transposed: bool = False) -> Any:
     """``solve(a, b) -> x`` with ``a x = b`` (``a^T x = b`` if ``transposed``); ``assume_a``
     may say what SciPy should exploit, the solution is the same.
 
@@ -131,17 +139,18 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     return np.linalg.solve(np.swapaxes(a, -1, -2) if transposed else a, b)
 
 
-def inv(a, overwrite_a=False, check_finite=True):
+def inv(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """``inv(a)``: the matrix inverse (``np.linalg.inv``)."""
     return np.linalg.inv(a)
 
 
-def det(a, overwrite_a=False, check_finite=True):
+def det(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """``det(a)``: the determinant (``np.linalg.det``)."""
     return np.linalg.det(a)
 
 
-def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False,
+             check_finite: bool = True) -> Any:
     """``cholesky(a, lower=False)``: SciPy's default is the *upper* factor ``U`` with
     ``a = U^H U``.
 
@@ -154,26 +163,30 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     return np.linalg.cholesky(a, upper=not lower)
 
 
-def eigh(a, b=None, *, lower=True, eigvals_only=False, **kwargs):
+def eigh(a: Any, b: Any = None, *, lower: bool = True, eigvals_only: bool = False,
+         **kwargs: Any) -> Any:
     """``eigh(a, lower=True, eigvals_only=False) -> (w, v)``: the standard Hermitian
     eigenproblem (the generalised one, ``b=``, is not supported on tracked values)."""
     if b is not None:
         raise NotImplementedError('tracked.scipy.linalg.eigh: the generalised problem (b=) '
                                   'is not supported; reduce it with a Cholesky factor of b')
-    uplo = 'L' if lower else 'U'
+    uplo: Literal['L', 'U'] = 'L' if lower else 'U'
     if eigvals_only:
         return np.linalg.eigvalsh(a, UPLO=uplo)
     return tuple(np.linalg.eigh(a, UPLO=uplo))
 
 
-def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
-        lapack_driver='gesdd'):
+def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a: bool = False,
+        check_finite: bool = True, lapack_driver: str = 'gesdd') -> Any:
     """``svd(a, full_matrices=True, compute_uv=True) -> (U, s, Vh)`` or ``s``."""
-    out = np.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
+    # NumPy's stubs overload on a literal compute_uv; here it is a variable
+    out = np.linalg.svd(a, full_matrices=full_matrices,
+                        compute_uv=compute_uv)  # type: ignore[call-overload]
     return tuple(out) if compute_uv else out
 
 
-def qr(a, overwrite_a=False, lwork=None, mode='full', pivoting=False, check_finite=True):
+def qr(a: Any, overwrite_a: bool = False, lwork: Any = None, mode: str = 'full',
+       pivoting: bool = False, check_finite: bool = True) -> Any:
     """``qr(a, mode='full') -> (Q, R)``; ``mode='economic'`` the reduced factors,
     ``mode='r'`` the tuple ``(R,)`` (as SciPy's).  ``pivoting`` is not supported."""
     if pivoting or mode not in ('full', 'economic', 'r'):
@@ -184,18 +197,20 @@ def qr(a, overwrite_a=False, lwork=None, mode='full', pivoting=False, check_fini
     return tuple(np.linalg.qr(a, mode='complete' if mode == 'full' else 'reduced'))
 
 
-def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True,
-          lapack_driver=None):
+def lstsq(a: Any, b: Any, cond: Any = None, overwrite_a: bool = False, overwrite_b: bool = False,
+          check_finite: bool = True, lapack_driver: Any = None) -> Any:
     """``lstsq(a, b, cond=None) -> (x, residues, rank, s)`` (``np.linalg.lstsq``)."""
     return tuple(np.linalg.lstsq(a, b, rcond=cond))
 
 
-def norm(a, ord=None, axis=None, keepdims=False, check_finite=True):
+def norm(a: Any, ord: Any = None, axis: Any = None, keepdims: bool = False,
+         check_finite: bool = True) -> Any:
     """``norm(a, ord=None, axis=None)``: a vector or matrix norm (``np.linalg.norm``)."""
     return np.linalg.norm(a, ord=ord, axis=axis, keepdims=keepdims)
 
 
-def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
+def pinv(a: Any, *, atol: Any = None, rtol: Any = None, return_rank: bool = False,
+         check_finite: bool = True) -> Any:
     """``pinv(a, rtol=None)``: the pseudo-inverse (``np.linalg.pinv``; ``atol`` and
     ``return_rank`` are not supported on tracked values)."""
     if atol is not None or return_rank:

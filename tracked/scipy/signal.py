@@ -5,6 +5,10 @@
 order (the rule is in ``tracked/rules/scipy_signal.py``).  Every other name is
 ``scipy.signal``'s own (plain values).
 """
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 import scipy.signal as _ssig
 
@@ -13,12 +17,12 @@ from ..rules import scipy_signal as _rules
 __all__ = ['convolve', 'correlate', 'fftconvolve', 'convolve2d', 'correlate2d']
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     """Every other name is ``scipy.signal``'s (plain values)."""
     return getattr(_ssig, name)
 
 
-def convolve(in1, in2, mode='full', method='auto'):
+def convolve(in1: Any, in2: Any, mode: str = 'full', method: str = 'auto') -> Any:
     """``convolve(in1, in2, mode='full', method='auto')``: the N-d convolution, as SciPy's.
 
     >>> import numpy as np, tracked as tr
@@ -31,7 +35,7 @@ def convolve(in1, in2, mode='full', method='auto'):
     return _rules.convolve(in1, in2, mode, method)
 
 
-def correlate(in1, in2, mode='full', method='auto'):
+def correlate(in1: Any, in2: Any, mode: str = 'full', method: str = 'auto') -> Any:
     """``correlate(in1, in2, mode='full', method='auto')``: the N-d cross-correlation, as SciPy's.
 
     >>> import numpy as np
@@ -42,7 +46,7 @@ def correlate(in1, in2, mode='full', method='auto'):
     return _rules.correlate(in1, in2, mode, method)
 
 
-def fftconvolve(in1, in2, mode='full', axes=None):
+def fftconvolve(in1: Any, in2: Any, mode: str = 'full', axes: Any = None) -> Any:
     """``fftconvolve(in1, in2, mode='full')``: ``convolve`` by FFT (``axes=None`` only)."""
     if axes is not None:
         raise NotImplementedError('tracked.scipy.signal.fftconvolve: axes= is not '
@@ -50,7 +54,7 @@ def fftconvolve(in1, in2, mode='full', axes=None):
     return _rules.convolve(in1, in2, mode, 'fft')
 
 
-def _check_2d(name, in1, in2, boundary, fillvalue):
+def _check_2d(name: Any, in1: Any, in2: Any, boundary: Any, fillvalue: Any) -> Any:
     if np.ndim(in1) != 2 or np.ndim(in2) != 2:
         raise ValueError(f'{name} inputs must both be 2-D arrays')
     if boundary != 'fill' or fillvalue != 0:
@@ -58,13 +62,15 @@ def _check_2d(name, in1, in2, boundary, fillvalue):
                                   f"with fillvalue=0 is supported")
 
 
-def convolve2d(in1, in2, mode='full', boundary='fill', fillvalue=0):
+def convolve2d(in1: Any, in2: Any, mode: str = 'full', boundary: str = 'fill',
+               fillvalue: int = 0) -> Any:
     """``convolve2d(in1, in2, mode='full')``: ``convolve`` of two 2-D arrays (zero fill)."""
     _check_2d('convolve2d', in1, in2, boundary, fillvalue)
     return _rules.convolve(in1, in2, mode, 'direct')
 
 
-def correlate2d(in1, in2, mode='full', boundary='fill', fillvalue=0):
+def correlate2d(in1: Any, in2: Any, mode: str = 'full', boundary: str = 'fill',
+                fillvalue: int = 0) -> Any:
     """``correlate2d(in1, in2, mode='full')``: ``correlate`` of two 2-D arrays (zero fill)."""
     _check_2d('correlate2d', in1, in2, boundary, fillvalue)
     if mode == 'same':

@@ -7,7 +7,10 @@ every name this module does not define.  Defined here, with NumPy operations on
 tracked values, are the Python functions that NumPy's protocols cannot intercept:
 ``logsumexp``, ``softmax``, ``log_softmax``, ``polygamma``, ``multigammaln``.
 """
+from __future__ import annotations
+
 import math
+from typing import Any
 
 import numpy as np
 import scipy.special as _sp
@@ -16,7 +19,7 @@ from scipy.special import _ufuncs
 __all__ = ['logsumexp', 'softmax', 'log_softmax', 'polygamma', 'multigammaln', 'digamma', 'zeta']
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     """Every other name is ``scipy.special``'s, and a ufunc is SciPy's ufunc object itself
     (differentiated unmodified; with SCIPY_ARRAY_API=1 SciPy's public name is a wrapper
     that would convert a tracked argument)."""
@@ -27,7 +30,7 @@ def __getattr__(name):
 digamma = _ufuncs.psi
 
 
-def zeta(x, q=None):
+def zeta(x: Any, q: Any = None) -> Any:
     """``zeta(x, q=None)``: the Riemann zeta function, or the Hurwitz zeta function
     ``sum_k (k + q)^-x``, differentiable in ``q`` (as ``scipy.special.zeta``'s).
 
@@ -39,7 +42,7 @@ def zeta(x, q=None):
     return _ufuncs._riemann_zeta(x) if q is None else _ufuncs._zeta(x, q)
 
 
-def _reduced_shape(shape, axis):
+def _reduced_shape(shape: Any, axis: Any) -> Any:
     """``shape`` without the reduced ``axis`` (None: all; an int or a tuple)."""
     if axis is None:
         return ()
@@ -47,7 +50,8 @@ def _reduced_shape(shape, axis):
     return tuple(n for i, n in enumerate(shape) if i not in axes)
 
 
-def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
+              return_sign: bool = False) -> Any:
     """``logsumexp(a, axis=None, b=None) -> log(sum(b * exp(a), axis))``, without overflow.
 
     As ``scipy.special.logsumexp``: ``b`` scales the terms (broadcast with ``a``; a
@@ -89,7 +93,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     return (out, sign) if return_sign else out
 
 
-def softmax(x, axis=None):
+def softmax(x: Any, axis: Any = None) -> Any:
     """``softmax(x, axis=None) -> exp(x) / sum(exp(x), axis)``, as ``scipy.special.softmax``
     (over all elements by default).
 
@@ -101,7 +105,7 @@ def softmax(x, axis=None):
     return np.exp(x - logsumexp(x, axis=axis, keepdims=True))
 
 
-def log_softmax(x, axis=None):
+def log_softmax(x: Any, axis: Any = None) -> Any:
     """``log_softmax(x, axis=None) -> x - logsumexp(x, axis)``, as ``scipy.special.log_softmax``.
 
     >>> import numpy as np
@@ -112,7 +116,7 @@ def log_softmax(x, axis=None):
     return x - logsumexp(x, axis=axis, keepdims=True)
 
 
-def polygamma(n, x):
+def polygamma(n: Any, x: Any) -> Any:
     """``polygamma(n, x)``: the ``n``-th derivative of ``digamma`` at ``x``, differentiable
     in ``x`` to any order (``n`` is an integer order, without a gradient).
 
@@ -133,7 +137,7 @@ def polygamma(n, x):
                     (-1.0) ** (n + 1) * _ufuncs.gamma(n + 1.0) * _ufuncs._zeta(s, x))
 
 
-def multigammaln(a, d):
+def multigammaln(a: Any, d: Any) -> Any:
     """``multigammaln(a, d)``: the log of the multivariate gamma function of dimension
     ``d``, ``d (d-1)/4 log(pi) + sum_j gammaln(a - j/2)`` for ``j < d``; differentiable in ``a``.
 

@@ -16,7 +16,10 @@ beta, chi2 and t distributions have no gradient in their shape parameters (the
 incomplete gamma and beta functions and their inverses have none in ``a``/``b``: see
 ``tracked/rules/scipy_special.py``); every density does.
 """
+from __future__ import annotations
+
 import math
+from typing import Any
 
 import numpy as np
 from scipy.special import _ufuncs as sp      # the ufuncs (also under SCIPY_ARRAY_API=1)
@@ -66,7 +69,7 @@ def _safe(x, bad, value):
 class _Frozen:
     """A distribution with its parameters bound: ``norm(mu, sigma).logpdf(x)``."""
 
-    def __init__(self, dist, args, kwds):
+    def __init__(self, dist: Any, args: Any, kwds: Any) -> None:
         self.dist, self.args, self.kwds = dist, args, kwds
 
     def __getattr__(self, name):
@@ -82,14 +85,14 @@ class _Frozen:
 
 class _Distribution:
     name = ''
-    shapes = ()               # the shape parameters' names, in SciPy's order
-    _params = ('loc', 'scale')
+    shapes: tuple[str, ...] = ()   # the shape parameters' names, in SciPy's order
+    _params: tuple[str, ...] = ('loc', 'scale')
 
     @property
     def _scipy(self):
         return getattr(_st, self.name)
 
-    def __call__(self, *args, **kwds):
+    def __call__(self, *args: Any, **kwds: Any) -> Any:
         return _Frozen(self, args, kwds)
 
     def __getattr__(self, name):
@@ -144,7 +147,7 @@ class _Continuous(_Distribution):
             ok = positive if ok is True else ok & positive
         return ok
 
-    def logpdf(self, x, *args, **kwds):
+    def logpdf(self, x: Any, *args: Any, **kwds: Any) -> Any:
         """``logpdf(x, *shapes, loc=0, scale=1)``: the log density, as SciPy's.
 
         >>> import numpy as np, tracked as tr
@@ -160,11 +163,11 @@ class _Continuous(_Distribution):
             out = out - np.log(scale)
         return _valid(out, ok)
 
-    def pdf(self, x, *args, **kwds):
+    def pdf(self, x: Any, *args: Any, **kwds: Any) -> Any:
         """``pdf(x, *shapes, loc=0, scale=1)``: the density."""
         return np.exp(self.logpdf(x, *args, **kwds))
 
-    def cdf(self, x, *args, **kwds):
+    def cdf(self, x: Any, *args: Any, **kwds: Any) -> Any:
         """``cdf(x, *shapes, loc=0, scale=1)``: the distribution function.
 
         >>> from tracked.scipy.stats import logistic
@@ -174,24 +177,24 @@ class _Continuous(_Distribution):
         z, shapes, _, ok = self._standard(x, args, kwds)
         return _valid(self._cdf(z, *shapes), ok)
 
-    def sf(self, x, *args, **kwds):
+    def sf(self, x: Any, *args: Any, **kwds: Any) -> Any:
         """``sf(x, *shapes, loc=0, scale=1)``: the survival function ``1 - cdf``."""
         z, shapes, _, ok = self._standard(x, args, kwds)
         return _valid(self._sf(z, *shapes), ok)
 
-    def logcdf(self, x, *args, **kwds):
+    def logcdf(self, x: Any, *args: Any, **kwds: Any) -> Any:
         """``logcdf(x, *shapes, loc=0, scale=1)``: the log of ``cdf``, accurate in the tail."""
         z, shapes, _, ok = self._standard(x, args, kwds)
         with np.errstate(divide='ignore'):
             return _valid(self._logcdf(z, *shapes), ok)
 
-    def logsf(self, x, *args, **kwds):
+    def logsf(self, x: Any, *args: Any, **kwds: Any) -> Any:
         """``logsf(x, *shapes, loc=0, scale=1)``: the log of ``sf``."""
         z, shapes, _, ok = self._standard(x, args, kwds)
         with np.errstate(divide='ignore'):
             return _valid(self._logsf(z, *shapes), ok)
 
-    def ppf(self, q, *args, **kwds):
+    def ppf(self, q: Any, *args: Any, **kwds: Any) -> Any:
         """``ppf(q, *shapes, loc=0, scale=1)``: the quantile function (``cdf``'s inverse),
         differentiable in ``q``, ``loc``, ``scale`` (and the shapes where ``cdf`` is).
 
@@ -201,7 +204,7 @@ class _Continuous(_Distribution):
         """
         return self._quantile(q, args, kwds, survival=False)
 
-    def isf(self, q, *args, **kwds):
+    def isf(self, q: Any, *args: Any, **kwds: Any) -> Any:
         """``isf(q, *shapes, loc=0, scale=1)``: the inverse survival function, ``ppf(1 - q)``."""
         return self._quantile(q, args, kwds, survival=True)
 
@@ -247,7 +250,7 @@ class _Discrete(_Distribution):
         k = _as_array(k)
         return (k if _is_const(loc, 0) else k - loc), shapes, self._argcheck(*shapes)
 
-    def logpmf(self, k, *args, **kwds):
+    def logpmf(self, k: Any, *args: Any, **kwds: Any) -> Any:
         """``logpmf(k, *shapes, loc=0)``: the log probability mass, ``-inf`` off the
         support's integers, as SciPy's.
 
@@ -265,15 +268,15 @@ class _Discrete(_Distribution):
             out = self._logpmf(_safe(k, outside, lo), *shapes)
         return _valid(np.where(outside, -np.inf, out), ok)
 
-    def pmf(self, k, *args, **kwds):
+    def pmf(self, k: Any, *args: Any, **kwds: Any) -> Any:
         """``pmf(k, *shapes, loc=0)``: the probability mass."""
         return np.exp(self.logpmf(k, *args, **kwds))
 
-    def cdf(self, k, *args, **kwds):
+    def cdf(self, k: Any, *args: Any, **kwds: Any) -> Any:
         """``cdf(k, *shapes, loc=0)``: the distribution function at ``floor(k)``."""
         return self._tail(k, args, kwds, self._cdf, 0.0, 1.0)
 
-    def sf(self, k, *args, **kwds):
+    def sf(self, k: Any, *args: Any, **kwds: Any) -> Any:
         """``sf(k, *shapes, loc=0)``: ``1 - cdf(k)``."""
         return self._tail(k, args, kwds, self._sf, 1.0, 0.0)
 
@@ -291,12 +294,12 @@ class _Discrete(_Distribution):
             out = np.where(above, above_value, out)
         return _valid(out, ok)
 
-    def logcdf(self, k, *args, **kwds):
+    def logcdf(self, k: Any, *args: Any, **kwds: Any) -> Any:
         """``logcdf(k, *shapes, loc=0)``: the log of ``cdf``."""
         with np.errstate(divide='ignore'):
             return np.log(self.cdf(k, *args, **kwds))
 
-    def logsf(self, k, *args, **kwds):
+    def logsf(self, k: Any, *args: Any, **kwds: Any) -> Any:
         """``logsf(k, *shapes, loc=0)``: the log of ``sf``."""
         with np.errstate(divide='ignore'):
             return np.log(self.sf(k, *args, **kwds))
@@ -639,7 +642,7 @@ class _Poisson(_Discrete):
 
 class _Binom(_Discrete):
     name = 'binom'
-    shapes = ('n', 'p')
+    shapes: tuple[str, ...] = ('n', 'p')
 
     def _argcheck(self, n, p):
         return (n >= 0) & (p >= 0) & (p <= 1)
@@ -659,23 +662,25 @@ class _Binom(_Discrete):
         return sp.betainc(k + 1.0, n - k, p)
 
 
+# Binom with n = 1: one shape parameter fewer, so its methods take one argument fewer
+# than the base class's (the ignores below say so to mypy).
 class _Bernoulli(_Binom):
     name = 'bernoulli'
     shapes = ('p',)
 
-    def _argcheck(self, p):
+    def _argcheck(self, p):  # type: ignore[override]
         return (p >= 0) & (p <= 1)
 
-    def _support(self, p):
+    def _support(self, p):  # type: ignore[override]
         return 0, 1
 
-    def _logpmf(self, k, p):
+    def _logpmf(self, k, p):  # type: ignore[override]
         return sp.xlogy(k, p) + sp.xlog1py(1.0 - k, -p)
 
-    def _cdf(self, k, p):
+    def _cdf(self, k, p):  # type: ignore[override]
         return 1.0 - p + 0.0 * k          # k is 0 here (1 and above are clipped)
 
-    def _sf(self, k, p):
+    def _sf(self, k, p):  # type: ignore[override]
         return p + 0.0 * k
 
 
@@ -755,7 +760,8 @@ class _MultivariateNormal:
     """
     name = 'multivariate_normal'
 
-    def __call__(self, mean=None, cov=1, allow_singular=False, seed=None):
+    def __call__(self, mean: Any = None, cov: int = 1, allow_singular: bool = False,
+                 seed: Any = None) -> Any:
         return _Frozen(self, (), {'mean': mean, 'cov': cov, 'allow_singular': allow_singular})
 
     def __getattr__(self, name):
@@ -764,7 +770,7 @@ class _MultivariateNormal:
     def _scipy(self, **kwds):
         return _st.multivariate_normal(**kwds)
 
-    def logpdf(self, x, mean=None, cov=1, allow_singular=False):
+    def logpdf(self, x: Any, mean: Any = None, cov: int = 1, allow_singular: bool = False) -> Any:
         dim, mean, cov = _mvn_parameters(mean, cov)
         x = _as_points(x, dim)
         # cov = L L^T: logdet = 2 sum(log diag L), Mahalanobis term by one triangular solve
@@ -776,7 +782,7 @@ class _MultivariateNormal:
         out = -0.5 * (dim * 2.0 * _LOG_SQRT_2PI + logdet + maha)
         return _squeeze(np.reshape(out, np.shape(x)[:-1]))
 
-    def pdf(self, x, mean=None, cov=1, allow_singular=False):
+    def pdf(self, x: Any, mean: Any = None, cov: int = 1, allow_singular: bool = False) -> Any:
         """The density: ``exp(logpdf)``."""
         return np.exp(self.logpdf(x, mean, cov, allow_singular))
 
@@ -829,7 +835,7 @@ class _Dirichlet:
     """
     name = 'dirichlet'
 
-    def __call__(self, alpha, seed=None):
+    def __call__(self, alpha: Any, seed: Any = None) -> Any:
         return _Frozen(self, (alpha,), {})
 
     def __getattr__(self, name):
@@ -838,7 +844,7 @@ class _Dirichlet:
     def _scipy(self, alpha):
         return _st.dirichlet(alpha)
 
-    def logpdf(self, x, alpha):
+    def logpdf(self, x: Any, alpha: Any) -> Any:
         k = np.shape(alpha)[0]
         if np.shape(x)[0] == k - 1:
             x = np.concatenate([x, 1.0 - np.sum(x, axis=0, keepdims=True)], axis=0)
@@ -846,7 +852,7 @@ class _Dirichlet:
         lnb = np.sum(sp.gammaln(alpha)) - sp.gammaln(np.sum(alpha))
         return np.sum(sp.xlogy(a - 1.0, x), axis=0) - lnb
 
-    def pdf(self, x, alpha):
+    def pdf(self, x: Any, alpha: Any) -> Any:
         """The density: ``exp(logpdf)``."""
         return np.exp(self.logpdf(x, alpha))
 
@@ -859,7 +865,8 @@ dirichlet = _Dirichlet()
 # Summary functions
 # --------------------------------------------------------------------------
 
-def entropy(pk, qk=None, base=None, axis=0, keepdims=False):
+def entropy(pk: Any, qk: Any = None, base: Any = None, axis: int = 0,
+            keepdims: bool = False) -> Any:
     """``entropy(pk, qk=None, base=None, axis=0)``: the Shannon entropy of ``pk``, or the
     Kullback-Leibler divergence ``sum(pk log(pk / qk))``, each normalised to sum 1
     along ``axis`` first, as ``scipy.stats.entropy``; differentiable in both.
