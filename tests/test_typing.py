@@ -92,6 +92,16 @@ def test_public_api_is_annotated(module_name):
     assert missing == [], f'{len(missing)} annotations missing: {missing}'
 
 
+def test_the_typed_user_program_runs(capsys):
+    # tests/typing/user_program.py is type-checked by CI's mypy run: it must also run
+    import runpy
+    import pathlib
+    runpy.run_path(str(pathlib.Path(__file__).parent / 'typing' / 'user_program.py'),
+                   run_name='__main__')
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == 'True' and 'Chain(Dense(2 => 3), Dense(3 => 1))' in out[-3]
+
+
 def test_the_walk_sees_methods_and_module_functions():
     found = {where for m in ('tracked', 'tracked.nn') for where, _, _ in public_callables(m)}
     assert {'tracked.gradient', 'tracked.TrackedArray.back', 'tracked.TrackedArray.grad',
