@@ -181,7 +181,8 @@ def jvpcheck(f: Callable[..., Any], *args: Any, eps: float = 1e-6, rtol: float =
     return True
 
 
-def _check_batch(f, x, rng, rtol, atol, what, k=3):
+def _check_batch(f: Callable[[Any], Any], x: np.ndarray, rng: np.random.Generator,
+                 rtol: float, atol: float, what: str, k: int = 3) -> None:
     """Random tangents carried at once along a leading axis give each one's tangent:
     a rule that mixed the batch (a reduction over it) would pass the Jacobian check
     where the batch is one tangent (a 0-d argument)."""
