@@ -320,9 +320,10 @@ def _live_views(node: Node, value: Any, idx: Any = None) -> bool:
         v = r()
         if v is not None:
             try:
-                # NumPy's stubs allow max_work only -1 or 0; it documents and takes any bound
+                # NumPy 2.4's stubs allow max_work only -1 or 0; it documents and takes any
+                # bound (2.5's stubs agree: the ignore is unused there)
                 if np.shares_memory(plain(v), region,
-                                    max_work=10000):  # type: ignore[arg-type]
+                                    max_work=10000):  # type: ignore[arg-type, unused-ignore]
                     return True
             except np.exceptions.TooHardError:
                 return True

@@ -81,7 +81,9 @@ def _tangent_sum(t, w, axis, nd, keepdims):
     the weight ``w`` (shaped like its input of ``nd`` axes).  Axes count from the end,
     so a leading axis of batched tangents stays: one function serves both forms."""
     axes = tuple(i - nd for i in _axes(axis, nd))
-    return np.sum(t * w, axis=axes, keepdims=keepdims is not _NoValue and bool(keepdims))
+    # NumPy 2.5's stubs overload np.sum on a literal keepdims (2.4's take a bool)
+    return np.sum(t * w, axis=axes,  # type: ignore[call-overload, unused-ignore]
+                  keepdims=keepdims is not _NoValue and bool(keepdims))
 
 
 def _onehot(shape, axis, index, dtype):
@@ -215,7 +217,9 @@ _add_reduce = np.add.reduce
 
 def _sum(a, axis=None, dtype=None, out=None, *rest, **kw):
     if dtype is None and out is None and not rest and not kw and type(a) is np.ndarray:
-        return _add_reduce(a, axis)    # what np.sum calls, without its ~4x costlier wrapper
+        # what np.sum calls, without its ~4x costlier wrapper (NumPy 2.5's stubs type
+        # ufunc.reduce's axis narrowly; 2.4's do not)
+        return _add_reduce(a, axis)  # type: ignore[call-overload, unused-ignore]
     _check('sum', dtype, out)
     return np.sum(a, axis, dtype, None, *rest, **kw)
 

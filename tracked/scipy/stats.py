@@ -885,5 +885,6 @@ def entropy(pk: Any, qk: Any = None, base: Any = None, axis: int = 0,
         qk = qk / np.sum(qk, axis=axis, keepdims=True)
     pk = pk / np.sum(pk, axis=axis, keepdims=True)
     terms = sp.entr(pk) if qk is None else sp.rel_entr(pk, qk)
-    out = np.sum(terms, axis=axis, keepdims=keepdims)
+    # NumPy 2.5's stubs overload np.sum on a literal keepdims (2.4's take a bool)
+    out = np.sum(terms, axis=axis, keepdims=keepdims)  # type: ignore[call-overload, unused-ignore]
     return out if base is None else out / math.log(base)
