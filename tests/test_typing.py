@@ -93,10 +93,10 @@ def test_public_api_is_annotated(module_name):
 
 
 def test_the_typed_user_program_runs(capsys):
-    # tests/typing/user_program.py is type-checked by CI's mypy run: it must also run
+    # tests/typecheck/user_program.py is type-checked by CI's mypy run: it must also run
     import runpy
     import pathlib
-    runpy.run_path(str(pathlib.Path(__file__).parent / 'typing' / 'user_program.py'),
+    runpy.run_path(str(pathlib.Path(__file__).parent / 'typecheck' / 'user_program.py'),
                    run_name='__main__')
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == 'True' and 'Chain(Dense(2 => 3), Dense(3 => 1))' in out[-3]
