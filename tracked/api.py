@@ -48,16 +48,16 @@ def pullback(f: Callable[..., Any], *args: Any) -> tuple[Any, Callable[..., tupl
     spec = Args(args)
     y, back = vjp(lambda *ls: f(*spec.rebuild(ls)), *spec.flat)
 
-    def back_y(dy=None):
+    def back_y(dy: Any = None) -> tuple[Any, ...]:
         return spec.gradients(back(dy))
     # The arrays of y that f computed may be saved by the entries that back() sweeps
     # (np.exp keeps its output): read-only while back_y lives, so that y[...] = 0
     # before back(dy) fails instead of changing the gradient.
-    back_y.owner = _protect_outputs(back.out, back.level)
+    back_y.owner = _protect_outputs(back.out, back.level)  # type: ignore[attr-defined]
     return y, back_y
 
 
-def _protect_outputs(out, level):
+def _protect_outputs(out: Any, level: int) -> Owner | None:
     computed = [t._value for t in (leaves(out, _is_tracked) if is_node(out) else [out])
                 if isinstance(t, Tracked) and t._node.level == level
                 and t._node.prim is not None and type(t._value) is np.ndarray]
@@ -68,7 +68,7 @@ def _protect_outputs(out, level):
     return owner
 
 
-def _is_tracked(x):
+def _is_tracked(x: Any) -> bool:
     return isinstance(x, Tracked)
 
 

@@ -7,8 +7,11 @@ that converts its arguments with ``np.asarray`` first (``scipy.special.logsumexp
 the Python frames of the call (the outermost NumPy or SciPy frame), and the
 differentiable version ``tracked.scipy`` or ``tracked.numpy`` has of it, if any.
 """
+from __future__ import annotations
+
 import importlib
 import sys
+from types import FrameType
 
 __all__ = ['ConversionError', 'conversion_error']
 
@@ -26,7 +29,7 @@ class ConversionError(TypeError):
     with its lists of tracked values made arrays."""
 
 
-def conversion_error(depth=1):
+def conversion_error(depth: int = 1) -> ConversionError:
     """``conversion_error(depth)``: the ``ConversionError`` for a conversion requested
     ``depth`` frames above the caller, naming the NumPy or SciPy function that asked.
 
@@ -43,10 +46,10 @@ def conversion_error(depth=1):
                            f'Otherwise: {_GENERIC}')
 
 
-def _library_caller(depth):
+def _library_caller(depth: int) -> tuple[str, str] | None:
     """``(name, hint)`` for the outermost NumPy or SciPy frame of the chain of such frames
     that starts ``depth`` frames up, or None when that frame is someone else's."""
-    frame = sys._getframe(depth + 1)
+    frame: FrameType | None = sys._getframe(depth + 1)
     outer = None
     while frame is not None and (frame.f_globals.get('__name__') or '').split('.')[0] in (
             'numpy', 'scipy'):
@@ -69,7 +72,7 @@ def _library_caller(depth):
     return (f'np.{sub}.{func}' if sub else f'np.{func}'), _numpy_hint(sub, func)
 
 
-def _scipy_hint(package, func):
+def _scipy_hint(package: str, func: str) -> str:
     sub = package.split('.')[-1]
     try:
         mod = importlib.import_module(f'tracked.scipy.{sub}')
@@ -84,7 +87,7 @@ def _scipy_hint(package, func):
             f'{", ".join(names)}.')
 
 
-def _numpy_hint(sub, func):
+def _numpy_hint(sub: str | None, func: str) -> str:
     import numpy
     mod = importlib.import_module('tracked.numpy' + (f'.{sub}' if sub else ''))
     own = vars(mod).get(func)

@@ -16,6 +16,7 @@ tape at a lower level sees the dual's computations as ordinary operations, and a
 reverse level above a dual one wraps duals as values.
 """
 import operator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,11 +47,19 @@ class DualLevel:
         return f'<DualLevel {self.level} batch={self.batch}>'
 
 
-class DualMethods:
+# DualMethods is mixed into subclasses of Tracked: mypy checks it as one.
+if TYPE_CHECKING:
+    _Mixin = Tracked
+else:
+    _Mixin = object
+
+
+class DualMethods(_Mixin):
     """What a forward-mode value does, shared by ``Dual`` and ``DualInt`` (no slots of its
     own: ``DualInt`` is an ``int``, which allows none)."""
 
     _forward = True
+    _tangent: Any               # the tangent(s) of the value (a batch on a leading axis)
 
     def __repr__(self):
         return f'Dual({self._value!r}, tangent={self._tangent!r})'
@@ -122,7 +131,8 @@ class Dual(DualMethods, Boxed):
         return d
 
 
-class DualInt(IntBehaviour, DualMethods, Tracked, int):
+# (int's and Tracked's signatures differ on purpose, as for values.TrackedInt)
+class DualInt(IntBehaviour, DualMethods, Tracked, int):  # type: ignore[misc]
     """A differentiated integer scalar in forward mode (``tr.jvp(f, (x, 3), ...)``'s 3):
     the ``int`` it holds in every Python use, as ``TrackedInt`` is in reverse mode.
 

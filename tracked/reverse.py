@@ -11,13 +11,17 @@ circle.  Values returned are plain relative to the call's level: at the top leve
 NumPy values, under nesting possibly tracked at an outer level, which is what makes
 derivatives of derivatives work.
 """
+from __future__ import annotations
+
 from collections import namedtuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from .arguments import Args, check_scalar, first_output, leaf_value
 from .registry import Primitive
-from .tape import backward, new_level, new_node, thread_state
+from .tape import Node, backward, new_level, new_node, thread_state
 from .tree_util import is_node, tree_map
 from .values import Tracked, leaf, plain
 
@@ -30,7 +34,7 @@ WithGradient = namedtuple('WithGradient', ['val', 'grad'])
 # The core: vjp over flat arguments
 # --------------------------------------------------------------------------
 
-def vjp(f, *args):
+def vjp(f: Callable[..., Any], *args: Any) -> tuple[Any, Callable[..., tuple[Any, ...]]]:
     """``vjp(f, *args) -> (y, back)``: the core of every operator; ``back(dy)`` returns
     one cotangent per argument (``None`` where ``y`` does not depend on it).
 
@@ -57,7 +61,7 @@ def vjp(f, *args):
         state.depth -= 1
     y = _unbox(out, level)
 
-    def back(dy=None, *, last=False):
+    def back(dy: Any = None, *, last: bool = False) -> tuple[Any, ...]:
         # ``last``: the caller will not call back again (gradient, withgradient), so
         # the graph, private to this call, is released while it is swept.
         if isinstance(out, Tracked) and out._node.level == level:
@@ -69,11 +73,12 @@ def vjp(f, *args):
             cts = backward(_joint_root(roots, level), np.float64(1.0), retain=True,
                            private=last)
         return tuple(_cast_like(cts.get(b._node), b._value) for b in boxed)
-    back.out, back.level = out, level           # for pullback's protection of y
+    # for pullback's protection of y
+    back.out, back.level = out, level  # type: ignore[attr-defined]
     return y, back
 
 
-def _cast_like(g, x):
+def _cast_like(g: Any, x: Any) -> Any:
     """Cotangent ``g`` in float argument ``x``'s dtype (a float32 input gets a float32
     gradient even where the tape promoted); integer arguments keep a float gradient."""
     dtype = getattr(x, 'dtype', None)
@@ -82,16 +87,16 @@ def _cast_like(g, x):
     return g.astype(dtype) if hasattr(g, 'astype') else np.asarray(g, dtype=dtype)[()]
 
 
-def _at_level(y, level):
+def _at_level(y: Any, level: int) -> Any:
     """``y`` seen from outside ``level``: its value if tracked there, else ``y`` itself."""
     return y._value if isinstance(y, Tracked) and y._node.level == level else y
 
 
-def _is_tracked(x):
+def _is_tracked(x: Any) -> bool:
     return isinstance(x, Tracked)
 
 
-def _unbox(out, level):
+def _unbox(out: Any, level: int) -> Any:
     if isinstance(out, Tracked):
         return _at_level(out, level)
     if not is_node(out):
@@ -99,14 +104,14 @@ def _unbox(out, level):
     return tree_map(lambda t: _at_level(t, level), out, is_leaf=_is_tracked, shared=False)
 
 
-def _roots(out, dy, level):
+def _roots(out: Any, dy: Any, level: int) -> list[tuple[Node, Any]]:
     """(node, seed) for each output tracked at ``level`` whose cotangent is given
     (``back`` itself serves a single output tracked there)."""
     if isinstance(out, Tracked) or not is_node(out):
         return []
     pairs = []
 
-    def take(o, d):
+    def take(o: Tracked, d: Any) -> None:
         if o._node.level == level and d is not None:
             pairs.append((o._node, _seed(d, o)))
     try:
@@ -119,7 +124,7 @@ def _roots(out, dy, level):
     return pairs
 
 
-def _seed(dy, out, single=False):
+def _seed(dy: Any, out: Tracked, single: bool = False) -> Any:
     """``dy`` as a cotangent for output ``out``: its shape, a float dtype."""
     ans = out._value
     shape = ans.shape
@@ -131,6 +136,7 @@ def _seed(dy, out, single=False):
             raise ValueError(f'back(dy) needs dy for an output of shape {shape}')
         dtype = ans.dtype           # the output's value dtype, also when it is tracked
         return dtype.type(1.0) if dtype.kind in 'fc' else np.float64(1.0)
+    seed: Any
     if isinstance(dy, Tracked):
         seed = dy
     else:
@@ -143,18 +149,19 @@ def _seed(dy, out, single=False):
     return seed
 
 
-def _constant(seed):
+def _constant(seed: Any) -> Callable[[Any, Any], Any]:
     return lambda g, ans: seed
 
 
-def _joint_root(roots, level):
+def _joint_root(roots: Sequence[tuple[Node, Any]], level: int) -> Node:
     """One entry whose parents are all seeded outputs, so one backward pass serves them."""
     prim = Primitive(None, [_constant(s) for _, s in roots], name='outputs')
     return new_node(prim, (), {}, np.float64(0.0), tuple((i, n) for i, (n, _) in enumerate(roots)),
                 level)
 
 
-def pullback_args(f, args):
+def pullback_args(f: Callable[..., Any],
+                  args: Sequence[Any]) -> tuple[Any, Callable[..., tuple[Any, ...]]]:
     """``pullback(f, *args)`` (argument trees) whose ``back`` also takes ``last=True``
     (see ``vjp``)."""
     spec = Args(args)
@@ -162,7 +169,7 @@ def pullback_args(f, args):
     return y, lambda dy=None, last=False: spec.gradients(back(dy, last=last))
 
 
-def eager_withgradient(f, args):
+def eager_withgradient(f: Callable[..., Any], args: Sequence[Any]) -> WithGradient:
     """``withgradient(f, *args)`` on the eager tape: no backend, no ``tr.Duplicated``."""
     y, back = pullback_args(f, args)
     first, dy = first_output(y)

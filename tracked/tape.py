@@ -508,7 +508,7 @@ _lock = threading.Lock()   # the counts are shared by threads (a constant used b
 _pending: list[np.ndarray] = []     # released views whose base is still protected
 
 
-def protect(node, arrays):
+def protect(node: 'Node | Owner', arrays: Sequence[Any]) -> None:
     """Make ``arrays`` (saved by ``node``) read-only while ``node`` lives or until it is
     released; an array that was already read-only is left as it is.  Calls for the
     same ``node`` add up."""
@@ -534,15 +534,20 @@ def protect(node, arrays):
             node.protects.extend(kept)          # release reads grows
             return
         node.protects = kept
-        _finalizers[key] = weakref.ref(node, lambda _, key=key, kept=kept: _release(key, kept))
+
+        def unprotect(_: object) -> None:
+            _release(key, kept)
+        _finalizers[key] = weakref.ref(node, unprotect)
 
 
 class Owner:
     """An owner for ``protect`` that is not a tape entry (``pullback``'s outputs): the
     arrays stay read-only while it lives."""
     __slots__ = ('args', 'protects', '__weakref__')
+    args: tuple[()]
+    protects: list[np.ndarray]
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.args = ()          # never released by a backward pass (release_protections)
 
 

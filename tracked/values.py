@@ -15,7 +15,7 @@ import operator
 import sys
 import weakref
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -422,13 +422,14 @@ def _conversion_message(call: str) -> str:
 # only %-formatting runs the ``%`` operator there (a number's ``%`` with a tracked
 # operand is tracked's __rmod__).  Text keeps no gradient to lose, so it is allowed,
 # as f'{loss:.3f}' (__format__) is; on an unknown bytecode the conversion refuses.
+_PERCENT: tuple[tuple[int, tuple[int, ...] | None], ...]    # (opcode, its args or None)
 if 'BINARY_OP' in dis.opmap:            # Python >= 3.11: NB_REMAINDER, NB_INPLACE_REMAINDER
     _PERCENT = ((dis.opmap['BINARY_OP'], (6, 19)),)
 else:
     _PERCENT = ((dis.opmap['BINARY_MODULO'], None), (dis.opmap['INPLACE_MODULO'], None))
 
 
-def _formatting_as_text(frame):
+def _formatting_as_text(frame: Any) -> bool:
     """Whether ``frame`` is running a ``%`` operator (string formatting, see above)."""
     try:
         code, i = frame.f_code.co_code, frame.f_lasti
@@ -596,11 +597,11 @@ class Tracked:
     _node: Any                  # its tape ``Node`` (forward mode's ``Dual``: a ``DualLevel``)
     _value: Any                 # its value: plain, or tracked at a lower level
 
-    def _as_int(self):
+    def _as_int(self) -> Tracked:
         """This 0-d integer value as a ``TrackedInt`` (integer arithmetic, ``IntBehaviour``)."""
         return TrackedInt.make(self._value, self._node)
 
-    def _as_ratio(self):
+    def _as_ratio(self) -> Tracked:
         """This 0-d float computed from integers alone as an ``IntRatio``."""
         if type(self) is not TrackedReal:
             return self
@@ -969,19 +970,19 @@ class FlatIter:
 
     __slots__ = ('base',)
 
-    def __init__(self, base):
+    def __init__(self, base: Tracked) -> None:
         self.base = base
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.base.size
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(np.ravel(self.base))
 
-    def __getitem__(self, idx):
+    def __getitem__(self, idx: Any) -> Any:
         return np.ravel(self.base)[idx]
 
-    def __setitem__(self, idx, value):
+    def __setitem__(self, idx: Any, value: Any) -> None:
         base = self.base
         pos = np.arange(base.size)[idx]
         n = np.size(pos)
@@ -990,14 +991,21 @@ class FlatIter:
         base[np.unravel_index(pos, base.shape)] = np.reshape(value, np.shape(pos)) \
             if np.size(value) == n else value
 
-    def copy(self):
+    def copy(self) -> Any:
         return np.ravel(self.base).copy()
 
 
 _REPEATABLE = (list, tuple, str, bytes, bytearray)
 
+# The behaviour classes below (and forward mode's) are mixed into subclasses of Tracked,
+# whose operators their super() calls reach: mypy checks them as such subclasses.
+if TYPE_CHECKING:
+    _Mixin = Tracked
+else:
+    _Mixin = object
 
-class IntBehaviour:
+
+class IntBehaviour(_Mixin):
     """Python's ``int`` protocol for a differentiated integer scalar (``TrackedInt``, and
     forward mode's ``DualInt``, both subclasses of ``int``): in every Python use it is
     the int it holds -- ``isinstance(n, int)``, hashing, ``==``, ``<``, formatting
@@ -1032,22 +1040,24 @@ class IntBehaviour:
     __lshift__, __rshift__, __invert__ = int.__lshift__, int.__rshift__, int.__invert__
     __rlshift__, __rrshift__ = int.__rlshift__, int.__rrshift__
     __index__, __int__, __bool__ = int.__index__, int.__int__, int.__bool__
-    __format__ = int.__format__
-    __round__, __trunc__, __floor__, __ceil__ = (int.__round__, int.__trunc__, int.__floor__,
-                                                 int.__ceil__)
+    # int's signatures, not Tracked's: on purpose (an int in every Python use)
+    __format__ = int.__format__  # type: ignore[assignment]
+    __round__, __trunc__, __floor__, __ceil__ = (
+        int.__round__, int.__trunc__, int.__floor__, int.__ceil__)  # type: ignore[assignment]
     __repr__ = __str__ = int.__repr__
     __float__ = int.__float__
 
-    def __complex__(self):
+    def __complex__(self) -> complex:
         return complex(int(self))
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: npt.DTypeLike | None = None,  # type: ignore[override]
+                  copy: bool | None = None) -> np.ndarray:
         return np.asarray(int(self), dtype=dtype)
 
-    def __reduce__(self):               # a copy or pickle is the int it holds
+    def __reduce__(self) -> tuple[Any, ...]:    # a copy or pickle is the int it holds
         return int, (int(self),)
 
-    def _integer(self, result, other):
+    def _integer(self, result: Any, other: Any) -> Any:
         """``result`` of arithmetic with ``other``: when both operands are integers, an
         integer of this kind again (or, for ``/``, a float that ``float()`` reads).  An
         int computed from a float could change on a replay: it stays a tracked value
@@ -1059,22 +1069,22 @@ class IntBehaviour:
                 return result._as_int() if value.dtype.kind in 'iu' else result._as_ratio()
         return result
 
-    def __truediv__(self, other):
+    def __truediv__(self, other: Any) -> Any:
         return self._integer(super().__truediv__(other), other)
 
-    def __rtruediv__(self, other):
+    def __rtruediv__(self, other: Any) -> Any:
         return self._integer(super().__rtruediv__(other), other)
 
-    def __add__(self, other):
+    def __add__(self, other: Any) -> Any:
         return self._integer(super().__add__(other), other)
 
-    def __radd__(self, other):
+    def __radd__(self, other: Any) -> Any:
         return self._integer(super().__radd__(other), other)
 
-    def __sub__(self, other):
+    def __sub__(self, other: Any) -> Any:
         return self._integer(super().__sub__(other), other)
 
-    def __rsub__(self, other):
+    def __rsub__(self, other: Any) -> Any:
         return self._integer(super().__rsub__(other), other)
 
     def __mul__(self, other: Any) -> Any:
@@ -1087,56 +1097,58 @@ class IntBehaviour:
             return NotImplemented
         return self._integer(super().__rmul__(other), other)
 
-    def __floordiv__(self, other):
+    def __floordiv__(self, other: Any) -> Any:
         _nonzero(other)
         return self._integer(super().__floordiv__(other), other)
 
-    def __rfloordiv__(self, other):
+    def __rfloordiv__(self, other: Any) -> Any:
         _nonzero(self)
         return self._integer(super().__rfloordiv__(other), other)
 
-    def __mod__(self, other):
+    def __mod__(self, other: Any) -> Any:
         _nonzero(other)
         return self._integer(super().__mod__(other), other)
 
-    def __rmod__(self, other):
+    def __rmod__(self, other: Any) -> Any:
         _nonzero(self)
         return self._integer(super().__rmod__(other), other)
 
-    def __divmod__(self, other):
+    def __divmod__(self, other: Any) -> Any:
         return self // other, self % other
 
-    def __rdivmod__(self, other):
+    def __rdivmod__(self, other: Any) -> Any:
         return other // self, other % self
 
-    def __pow__(self, other, mod=None):
+    def __pow__(self, other: Any, mod: Any = None) -> Any:
         if mod is not None:
             return pow(int(self), other, mod)
         if isinstance(other, (int, np.integer)) and not isinstance(other, Tracked) and other < 0:
             return self._integer(super().__pow__(float(other)), other)   # 2 ** -1 is 0.5
         return self._integer(super().__pow__(other), other)
 
-    def __rpow__(self, other):
+    def __rpow__(self, other: Any) -> Any:
         if int(self) < 0 and isinstance(other, (int, np.integer)):
             return self._integer(super().__rpow__(float(other)), other)
         return self._integer(super().__rpow__(other), other)
 
-    def __neg__(self):
+    def __neg__(self) -> Any:
         return self._integer(super().__neg__(), 0)
 
-    def __pos__(self):
+    def __pos__(self) -> Any:
         return self._integer(super().__pos__(), 0)
 
-    def __abs__(self):
+    def __abs__(self) -> Any:
         return self._integer(super().__abs__(), 0)
 
 
-def _nonzero(divisor):
+def _nonzero(divisor: Any) -> None:
     if isinstance(divisor, (int, np.integer)) and divisor == 0:
         raise ZeroDivisionError('integer division or modulo by zero')
 
 
-class TrackedInt(IntBehaviour, Tracked, int):
+# Its arithmetic is Tracked's (recorded), its Python behaviour int's: the bases'
+# signatures differ on purpose.
+class TrackedInt(IntBehaviour, Tracked, int):  # type: ignore[misc]
     """A differentiated integer scalar (``tr.gradient(f, x, 3)``'s 3), or integer
     arithmetic on one: the ``int`` it holds in every Python use (``IntBehaviour``), its
     arithmetic recorded like any tracked value's.  On a recorded tape the value of an
@@ -1160,28 +1172,28 @@ class TrackedInt(IntBehaviour, Tracked, int):
         return t
 
 
-class RatioBehaviour:
+class RatioBehaviour(_Mixin):
     """A tracked float computed from integers alone (``n / 2`` of a differentiated int):
     ``float()``, ``int()``, ``math.*`` and formatting read its value, as they read the
     integers' (``np.arange(n)`` computes ``n / 1``).  Its arithmetic is a tracked
     float's."""
 
-    def __float__(self):
+    def __float__(self) -> float:
         return float(plain(self))
 
-    def __int__(self):
+    def __int__(self) -> int:
         return int(float(self))
 
-    def __format__(self, spec):
+    def __format__(self, spec: str) -> str:
         return format(float(self), spec)
 
-    def __floor__(self):
+    def __floor__(self) -> int:
         return math.floor(float(self))
 
-    def __ceil__(self):
+    def __ceil__(self) -> int:
         return math.ceil(float(self))
 
-    def __trunc__(self):
+    def __trunc__(self) -> int:
         return math.trunc(float(self))
 
 

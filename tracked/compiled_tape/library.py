@@ -112,6 +112,7 @@ def prebuild(tapes=None, out=None):
     proc = subprocess.Popen([sys.executable, '-c', _WORKER, cache.cache_dir(), *names],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None      # (PIPE: for mypy)
     for line in proc.stdout:
         if out is not None:
             out(line.rstrip('\n'))

@@ -224,7 +224,7 @@ class vectorize(_np.vectorize):
         return _np.reshape(array(out), shape)
 
 
-def select(condlist, choicelist, default=0):
+def select(condlist: _Any, choicelist: _Any, default: _Any = 0) -> _Any:
     """``select(condlist, choicelist, default=0)``: ``numpy.select``, also with a tracked
     ``default`` (NumPy dispatches on the conditions and choices only)."""
     if isinstance(default, _Tracked) or _holds_tracked(list(choicelist)):

@@ -341,7 +341,7 @@ def _clip(a, *rest, **kwargs):
 defcomposite(np.clip, _clip)
 # ndarray.clip(min=, max=) of a plain array with a tracked bound calls NumPy's internal
 # clip ufunc (np.clip itself dispatches before reaching it): the same rule.
-defcomposite(np._core.umath.clip, _clip)
+defcomposite(np._core.umath.clip, _clip)  # type: ignore[attr-defined, unused-ignore]
 
 # np.where(cond, x, y): the condition carries no gradient.  One-argument np.where
 # (indices) returns plain arrays: a tracked condition is position 0, which has no

@@ -173,7 +173,7 @@ def _integrate_jvp(tangents: Any, ans: Any, z: Any, t: Any, problem: Any) -> Any
     tz, tt = tangents[0], tangents[1]
     if tz is None:
         tz = np.zeros(np.shape(z))
-    rates = None if tt is None else _rates(ans, z, t, problem)
+    rates: Any = None if tt is None else _rates(ans, z, t, problem)
     v0 = tz[:n] if tt is None else tz[:n] - rates[0] * tt[0]
     z2 = _pack([z[:n], v0, z[n:], tz[n:]])
     out = _integrate(problem.sensitivity(), z2, t)[:, n:]
@@ -246,7 +246,7 @@ def _solve(rhs_of: Any, y0: Any, t: Any, args: Any, solver: Any) -> Any:
     return _integrate(problem, z, _times(t))
 
 
-def _times(t):
+def _times(t: Any) -> Any:
     """The output times as an array: tracked when any of them is (a list [0.0, T] too)."""
     if isinstance(t, Tracked):
         return t
