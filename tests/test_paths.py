@@ -97,6 +97,7 @@ def _spd(seed, n=3):
     return (q * np.arange(1.0, n + 1)) @ q.T
 
 
+SPD = _spd(2).tolist()
 X5 = [np.array([0.3, -1.2, 0.8, 2.0, -0.4])], [np.array([1.1, 0.5, -0.7, -1.5, 0.2])]
 X34 = ([np.arange(12.0).reshape(3, 4) * 0.3 - 1.0],
        [np.arange(12.0)[::-1].reshape(3, 4) * 0.25 - 1.2])
@@ -169,6 +170,15 @@ FINDINGS = [
     # raise in back: a Python list operand
     Finding('sum(v*[1,2,3])', lambda v: np.sum(v * [1.0, 2.0, 3.0]), *X3),
     squared('sum(v*[1,2,3])', lambda v: np.sum(v * [1.0, 2.0, 3.0]), *X3),
+    # raise in back or in a composite: list operands of NumPy functions (converted once,
+    # when the entry is recorded)
+    *[make(name, f, *points) for make in (Finding, squared) for name, f, points in (
+        ('sum(interp(x,[0,3],[0,6]))', lambda x: np.sum(np.interp(x, [0, 3], [0, 6])),
+         ([np.array([0.5, 1.0, 2.0])], [np.array([0.7, 1.4, 2.5])])),
+        ("einsum('i,i',x,[1,2,3])", lambda x: np.einsum('i,i', x, [1.0, 2.0, 3.0]), X3),
+        ('sum(interp([1,2],[0,1,3],x))', lambda x: np.sum(np.interp([1.0, 2.0], [0., 1., 3.], x)),
+         X3),
+        ('sum(solve(A.tolist(),b)**2)', lambda b: np.sum(np.linalg.solve(SPD, b) ** 2), X3))],
 ]
 IDS = [f.name for f in FINDINGS]
 

@@ -122,7 +122,7 @@ def _primitive(forward, nargs, name, cache, rule_forward=None, jvp=None):
     if prim is None:
         prim = cache[nargs] = Primitive(
             forward, [_position_vjp(i, rule_forward) for i in range(nargs)],
-            name=name, direct=True,
+            name=name, direct=True, sequences=range(nargs),   # the user's arguments as given
             jvp=None if getattr(rule_forward, 'jvp', None) is None else _user_jvp(rule_forward.jvp))
         # pickles as this lookup: the rule's function by reference, or the checkpoint's
         prim.ref = (_rule_primitive, (rule_forward, nargs))
@@ -424,7 +424,7 @@ def _make_opaque_prim(forward, key):
     if kind == 'fwd':
         nargs = key[1]
         return Primitive(forward, [_opaque_vjp(forward, i) for i in range(nargs)],
-                         name=f'{name}[opaque]')
+                         name=f'{name}[opaque]', sequences=range(nargs))
     if kind == 'pb':
         _, nargs, i = key
         return Primitive(_OpaquePullbackFn(nargs, i), [_pullback_vjp(forward, nargs, i), None],

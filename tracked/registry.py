@@ -36,6 +36,8 @@ REDUCE: dict[Any, Callable[..., Any]] = {}
 ACCUMULATE: dict[Any, Callable[..., Any]] = {}
 # callable -> its name in errors, where __module__ does not give it (SciPy's ufuncs)
 NAMES: dict[Any, str] = {}
+# composite's NumPy callable -> its array-operand parameters (defcomposite)
+OPERANDS: dict[Any, Any] = {}
 # NumPy callable -> why it has no rule on purpose (it raises the no-rule error)
 UNSUPPORTED: dict[Any, str] = {}
 # NumPy callable -> why no tracked value reaches it (NumPy does not dispatch)
@@ -210,6 +212,15 @@ class Primitive:
     parts may be index arrays computed from recorded values, e.g. ``np.argsort``'s
     result on a ``GradientTape``): ``values.apply`` looks inside them for tracked
     parts, so that a replay recomputes the index instead of freezing it.
+    ``sequences`` lists the positions whose list or tuple arguments are passed as
+    given.  Elsewhere, a plain list or tuple (one that holds no tracked value) at a
+    position with a pullback is an array operand: ``values.apply`` converts it with
+    ``np.asarray`` once, before the entry is recorded, so no pullback and no recorded
+    instruction sees a list (``np.interp(x, [0, 3], [0, 6])``).  A rule that takes a
+    sequence of arrays at one position, or a user's function that must see its
+    arguments as given (``@tr.rule``), declares them here.  Python numbers are never
+    converted: NumPy treats them as weak scalars (``float32 * 2.0`` stays float32),
+    a 0-d array would not be.
     ``multi`` marks a forward that may return a tuple (or named tuple) of outputs:
     the entry is one, its pullbacks get a ``tape.Cotangents`` (one cotangent per
     output, None where unused) and ``ans`` is the tuple of outputs.
@@ -236,12 +247,12 @@ class Primitive:
     """
 
     __slots__ = ('fn', 'vjps', 'name', 'view', 'direct', 'saves', 'elementwise', 'fast',
-                 'kernel', 'index_args', 'multi', 'partials', 'linear', 'jvp', 'inline',
-                 'batched', 'ref')
+                 'kernel', 'index_args', 'sequences', 'multi', 'partials', 'linear', 'jvp',
+                 'inline', 'batched', 'ref')
 
     def __init__(self, fn, vjps, name=None, view=False, direct=False, elementwise=False,
                  kernel=None, index_args=(), multi=False, partials=None, linear=None,
-                 jvp=None, batched=None):
+                 jvp=None, batched=None, sequences=()):
         self.fn = fn
         # a tuple; a variadic rule's sequence made on demand (rules/shape.py)
         self.vjps: Any = tuple(vjps)
@@ -253,6 +264,7 @@ class Primitive:
         self.fast = None       # the eager fast paths' plans, made by fast_plans()
         self.kernel = kernel   # the compiled tape's form of the forward (see above)
         self.index_args = index_args
+        self.sequences = sequences
         self.multi = multi
         if linear not in (None, 'joint', 'each'):
             raise ValueError(f"linear={linear!r}: expected 'joint', 'each' or None")
@@ -371,16 +383,17 @@ def module_attribute(module, name):
 
 
 def defvjp(fun, *vjps, fn=None, name=None, view=False, kernel=None, index_args=(), multi=False,
-           linear=None, jvp=None, batched=None):
+           linear=None, jvp=None, batched=None, sequences=()):
     """Register ``fun`` as a primitive whose pullbacks are ``vjps`` (one per argument).
 
     ``fn`` is the forward function when it is not ``fun`` itself; ``kernel`` its
-    compiled-tape form; ``linear``/``jvp`` its forward mode (see ``Primitive``).
+    compiled-tape form; ``linear``/``jvp`` its forward mode; ``index_args`` and
+    ``sequences`` the positions that are not array operands (see ``Primitive``).
     """
     elementwise = type(fun).__name__ == 'ufunc' and fun.signature is None
     prim = Primitive(fn or fun, vjps, name=name or display_name(fun), view=view,
                      elementwise=elementwise, kernel=kernel, index_args=index_args,
-                     multi=multi, linear=linear, jvp=jvp, batched=batched)
+                     multi=multi, linear=linear, jvp=jvp, batched=batched, sequences=sequences)
     RULES[fun] = prim
     return prim
 
@@ -461,11 +474,49 @@ def _partial_vjp(d, nargs):
     return vjp
 
 
-def defcomposite(fun, impl):
-    """Register ``impl`` (written with other primitives) to run when ``fun`` meets tracked
-    values."""
+def defcomposite(fun: Any, impl: Callable[..., Any], arrays: tuple[str, ...] = ()
+                 ) -> Callable[..., Any]:
+    """Register ``impl`` (written with other primitives) to run when ``fun`` meets tracked values.
+
+    ``arrays`` names ``impl``'s parameters that are array operands (as NumPy's
+    ``__array_function__`` dispatcher of ``fun`` lists them); ``*name`` is its
+    var-positional one.  A plain list or tuple passed there, by position or keyword,
+    reaches ``impl`` as an array (``values.call``), as it would reach NumPy's own
+    code; the primitives ``impl`` calls convert their own operands, so only a
+    composite whose own code reads its operands (``xp.ndim``) needs this.
+
+    >>> def interp(x, xp, fp, left=None):
+    ...     return xp.ndim
+    >>> _ = defcomposite('example', interp, arrays=('xp', 'fp'))
+    >>> OPERANDS.pop('example')
+    ((('xp', 1), ('fp', 2)), None)
+    >>> _ = RULES.pop('example')
+    """
     RULES[fun] = impl
+    if arrays:
+        OPERANDS[fun] = _parameter_positions(impl, arrays)
     return impl
+
+
+def _parameter_positions(fn, names):
+    """``(((name, position or None), ...), first var-positional position or None)`` for
+    parameters ``names`` of ``fn`` (None: keyword-only)."""
+    code = fn.__code__
+    npos = code.co_argcount
+    params = code.co_varnames[:npos + code.co_kwonlyargcount]
+    star = code.co_varnames[len(params)] if code.co_flags & 4 else None
+    named, rest = [], None
+    for name in names:
+        if name.startswith('*'):
+            if name[1:] != star:
+                raise ValueError(f'{fn.__name__} has no parameter {name}')
+            rest = npos
+        elif name in params:
+            k = params.index(name)
+            named.append((name, k if k < npos else None))
+        else:
+            raise ValueError(f'{fn.__name__} has no parameter {name!r}')
+    return tuple(named), rest
 
 
 def nondifferentiable(*funs, kernel=None):

@@ -45,18 +45,23 @@ def apply(prim: registry.Primitive, args: Sequence[Any], kwargs: dict[str, Any])
     # The hot path of the eager tape: every line here costs on each operation.
     level = -1
     top = None
+    lists = False
     for a in args:
         if isinstance(a, Tracked):
             lv = a._node.level
             if lv > level:
                 level = lv
                 top = a
+        elif type(a) in _SEQUENCES:
+            lists = True
     if prim.index_args:                 # indexing: parts of an index may be recorded values
         lv = _index_level(prim.index_args, args)
         if lv > level:
             level = lv
     if level < 0:
         return prim.fn(*args, **kwargs)
+    if lists:                           # before every path: eager, forward, a recorder
+        args = array_operands(prim, args)
     if top is not None and top._forward:    # the highest level carries tangents (forward.py)
         return forward_apply(prim, args, kwargs, level)
     if _tape.special_threads:
@@ -103,6 +108,56 @@ def apply(prim: registry.Primitive, args: Sequence[Any], kwargs: dict[str, Any])
     if prim.multi and isinstance(ans, tuple):
         return record_outputs(prim, vals, kwargs, ans, parents, mask << _KEY_SHIFT | i, level)
     return record(prim, vals, kwargs, ans, parents, mask << _KEY_SHIFT | i, level)
+
+
+def array_operands(prim: registry.Primitive, args: Sequence[Any]) -> Sequence[Any]:
+    """``args`` with each plain list or tuple at an array-operand position of ``prim``
+    (one with a pullback, not an index or a declared sequence: see ``Primitive``)
+    converted to an array, so that pullbacks, saved arguments and recorded
+    instructions see an array (once: a replay reads the array).  Where ``_operand``
+    keeps a list, the forward gets it as given and raises as it did before."""
+    vjps = prim.vjps
+    nv = len(vjps)
+    out = None
+    for p, a in enumerate(args):
+        if type(a) in _SEQUENCES and p < nv and vjps[p] is not None \
+                and p not in prim.index_args and p not in prim.sequences:
+            arr = _operand(a)
+            if arr is not a:
+                if out is None:
+                    out = list(args)
+                out[p] = arr
+    return args if out is None else tuple(out)
+
+
+def composite_operands(operands: Any, args: Sequence[Any], kwargs: dict[str, Any]
+                       ) -> tuple[list[Any], dict[str, Any]]:
+    """``(args, kwargs)`` of a composite with plain lists and tuples at its array-operand
+    parameters (``registry.OPERANDS``) converted as ``array_operands`` does."""
+    named, rest = operands
+    args, kwargs = list(args), dict(kwargs)
+    for name, pos in named:
+        if pos is not None and pos < len(args):
+            args[pos] = _operand(args[pos])
+        elif name in kwargs:
+            kwargs[name] = _operand(kwargs[name])
+    if rest is not None:
+        for p in range(rest, len(args)):
+            args[p] = _operand(args[p])
+    return args, kwargs
+
+
+def _operand(a: Any) -> Any:
+    """A plain list or tuple of numbers as an array; anything else (a list holding
+    tracked values, a ragged one, non-numbers) as given, for the forward to raise or
+    stack as NumPy does."""
+    if type(a) not in _SEQUENCES or _holds_tracked(a):
+        return a
+    try:
+        arr = np.asarray(a)
+    except (ValueError, TypeError):
+        return a
+    return arr if arr.dtype.kind in 'biufc' else a
 
 
 def forward_apply(prim: registry.Primitive, args: Sequence[Any], kwargs: dict[str, Any],
@@ -278,6 +333,7 @@ _FAST = registry.FAST
 _REAL_SCALARS = frozenset((float, int, np.float64))   # no complex check needed
 _next_seq = _tape.sequence.__next__
 _RULES = registry.RULES
+_OPERANDS = registry.OPERANDS
 _Primitive = registry.Primitive
 
 
@@ -344,6 +400,10 @@ def call(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
                     args, kwargs = bind_keywords(fun, args, kwargs)
                     break
         return apply(rule, args, kwargs)
+    operands = _OPERANDS.get(fun)
+    if operands is not None:
+        cargs, kwargs = composite_operands(operands, args, kwargs)
+        return rule(*cargs, **kwargs)
     return rule(*args, **kwargs)        # a composite takes tracked keywords as Python does
 
 

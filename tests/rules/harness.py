@@ -14,7 +14,9 @@ scalar loss built from the case at one sample and replays it (in NumPy, or compi
 with numba) at another; ``check_autocompiled`` goes through ``tr.AutoCompiled``;
 ``check_hessian_tape`` replays a ``HessianTape``.  The oracle is the eager
 ``tr.withgradient`` / ``tr.hessian`` at the second sample, which ``check`` itself
-validates against finite differences.
+validates against finite differences.  ``check_lists`` calls the case again with
+its constant arrays, and the differentiated arguments it holds fixed, as Python
+lists, against the same call with arrays.
 """
 import numpy as np
 import pytest
@@ -94,10 +96,12 @@ class Case:
         assert tr.jvpcheck(f, *[values[i] for i in diff], rtol=self.rtol, atol=self.atol)
 
     # -- the recorded paths -------------------------------------------------------
-    def loss(self, kind='linear'):
+    def loss(self, kind='linear', wrt=None, given=None):
         """``loss(*xs)``: a real scalar of the differentiated arguments ``xs`` (constants
         as given), with ``y = fun(...)`` and ``w``, ``u`` fixed random arrays shaped like
-        ``y`` (every output element is checked):
+        ``y`` (every output element is checked).  ``wrt`` (default: every differentiated
+        position) are the positions of ``xs``; ``given`` maps other positions to what is
+        passed there instead of sample 0 (``list_variants``).  Kinds:
 
         - ``'linear'``: ``sum(w * y)``.  The cotangent reaching ``fun`` is a constant,
           so the backward pass of a linear rule is a constant of the tape except
@@ -107,7 +111,7 @@ class Case:
           is not zero for linear rules.
         """
         base = self.sample(0)
-        diff = self.diff
+        diff = self.diff if wrt is None else wrt
         out = _joined(self.fun(*base, **self.kwargs))
         rng = np.random.default_rng(12345)
         w = rng.standard_normal(np.shape(out))
@@ -120,6 +124,8 @@ class Case:
 
         def y_of(xs):
             full = list(base)
+            for i, x in (given or {}).items():
+                full[i] = x
             for i, x in zip(diff, xs):
                 full[i] = x
             return _joined(self.fun(*full, **self.kwargs))
@@ -132,13 +138,87 @@ class Case:
                 return part(np.sum(w * y + u * y * y / 2))
         else:
             raise ValueError(kind)
-        loss.__name__ = loss.__qualname__ = f'{kind} loss of {self.id}'
+        loss.__name__ = loss.__qualname__ = f'{kind} loss of {self.id}' + (
+            f' with {sorted(given)} given' if given else '')
         return loss
 
-    def points(self, k):
-        """The differentiated arguments at sample ``k``."""
+    def points(self, k, wrt=None):
+        """The differentiated arguments (those at ``wrt`` if given) at sample ``k``."""
         values = self.sample(k)
-        return [values[i] for i in self.diff]
+        return [values[i] for i in (self.diff if wrt is None else wrt)]
+
+    # -- Python lists in place of arrays ---------------------------------------------
+    def list_variants(self):
+        """``(label, given, wrt)``: the ways this case is also called with Python lists
+        (``.tolist()``; a 0-d array as a Python number) where it takes arrays:
+
+        - every constant array (label ``'constants as lists'``), all differentiated
+          arguments differentiated;
+        - with several differentiated arguments, for each ``k``: argument ``k``
+          differentiated alone, the others held at sample 0 and passed as lists.
+        """
+        base = self.sample(0)
+        diff = self.diff
+        out = []
+        consts = {i: _as_list(v) for i, v in enumerate(base)
+                  if i not in diff and isinstance(v, (np.ndarray, np.generic))}
+        if consts:
+            out.append(('constants as lists', consts, diff))
+        if len(diff) > 1:
+            for k in diff:
+                held = {i: _as_list(base[i]) for i in diff if i != k}
+                out.append((f'argument {k} differentiated, the others as lists', held, [k]))
+        return out
+
+    def check_lists(self, paths=('eager', 'nested', 'recorded'), kind='quadratic'):
+        """Each ``list_variants`` against the same call with arrays (the eager tape, which
+        ``check`` validates): value and gradient (``'eager'``), the Hessian per real
+        differentiated argument (``'nested'``, forward over reverse), a ``GradientTape``
+        recorded with the lists and replayed at sample 0 and another sample
+        (``'recorded'``, and ``'compiled'`` after ``tr.compile``).  Where plain NumPy
+        refuses the lists (``np.take_along_axis`` takes no list of indices; ``y[1] =
+        [[...]]`` where ``y[1] = np.array([[...]])`` works), tracked raises too or
+        gives the arrays' result."""
+        for label, given, wrt in self.list_variants():
+            lists, arrays = self.loss(kind, wrt, given), self.loss(kind, wrt)
+            x1 = self.points(0, wrt)
+            if not _numpy_accepts(self, given):
+                try:
+                    got = tr.withgradient(lists, *x1)
+                except Exception:
+                    continue
+                compare_replay(lambda *x: got, arrays, x1, f'{label} (NumPy refuses them)')
+                continue
+            for path in paths:
+                what = f'{label}, {path}'
+                if path == 'eager':
+                    compare_replay(lambda *x: tr.withgradient(lists, *x), arrays, x1, what)
+                elif path == 'nested':
+                    for k, x in enumerate(x1):
+                        if np.iscomplexobj(x):
+                            continue            # no Hessian w.r.t. a complex argument
+                        def fk(f, xk, k=k):
+                            return f(*x1[:k], xk, *x1[k + 1:])
+                        assert_close(tr.hessian(lambda xk: fk(lists, xk), x),
+                                     tr.hessian(lambda xk: fk(arrays, xk), x),
+                                     f'{what}: Hessian of argument {wrt[k]}')
+                elif path in ('recorded', 'compiled'):
+                    tape = tr.GradientTape(lists, *x1)
+                    if path == 'compiled':
+                        tape = tr.compile(tape, background=False)   # numba, not the NumPy tier
+                    compare_replay(lambda *x: tape.withgradient(*x), arrays, x1,
+                                   f'{what} at the recording point')
+                    x2, same = second_point(lambda *x: tr.GradientTape(lists, *x), tape,
+                                            lambda k: self.points(k, wrt))
+                    try:
+                        got = tape.withgradient(*x2)
+                    except tr.TapeGuardError:
+                        if same:
+                            raise
+                        continue
+                    compare_replay(lambda *x: got, arrays, x2, f'{what} at a new point')
+                else:
+                    raise ValueError(path)
 
     def check_replay(self, compiled=False, kind='linear'):
         """Record ``GradientTape(loss)`` at sample 0, replay it (compiled with numba if
@@ -211,6 +291,23 @@ class Case:
                 assert_close(v, fi(x), f'{what}: value')
                 assert_close(g, tr.gradient(fi, x)[0], f'{what}: gradient')
                 assert_close(H, tr.hessian(fi, x), f'{what}: Hessian')
+
+
+def _as_list(v):
+    """An array as Python lists and numbers (``tolist``)."""
+    return v.tolist() if isinstance(v, (np.ndarray, np.generic)) else v
+
+
+def _numpy_accepts(c, given):
+    """Whether plain NumPy runs case ``c`` with the arguments ``given`` (lists)."""
+    full = c.sample(0)
+    for i, v in given.items():
+        full[i] = v
+    try:
+        c.fun(*full, **c.kwargs)
+    except Exception:
+        return False
+    return True
 
 
 def _joined(out):

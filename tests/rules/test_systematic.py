@@ -21,7 +21,11 @@ fails here, so a new rule is tested by being registered.  Per case:
   case with both losses;
 - ``AutoCompiled`` on a few cases, and a ``HessianTape`` sweep over the
   elementwise and reduction families (compiled for one case of a dozen rules: all 76
-  rules of those families compiled pass too, ~70 s cold).
+  rules of those families compiled pass too, ~70 s cold);
+- lists: every case whose constants or held arguments can be Python lists, called
+  with them as lists (``Case.check_lists``) on the eager, nested and recorded paths
+  (~10 s), and compiled (numba, in the foreground) for one case of each rule that
+  raised with lists before they were converted at recording (~3 s warm, ~20 s cold).
 """
 import importlib
 import os
@@ -198,3 +202,29 @@ HESSIAN_COMPILED = _first_case_of(
 @pytest.mark.parametrize('c', HESSIAN_COMPILED, ids=_ids(HESSIAN_COMPILED))
 def test_rule_hessian_tape_compiled(c):
     c.check_hessian_tape(compiled=True)
+
+
+# --------------------------------------------------------------------------
+# Python lists where the case takes arrays (constants, held arguments)
+# --------------------------------------------------------------------------
+
+LISTS = [c for c in ALL_CASES if c.list_variants()]
+
+
+@pytest.mark.parametrize('c', LISTS, ids=_ids(LISTS))
+def test_rule_with_lists(c):
+    c.check_lists()
+
+
+# Compiled: for each rule that raised with lists on the recorded path before operands
+# were converted at recording (a pullback or a composite read a list), one of the cases
+# that raised (operator.setitem raised on the nested path only).
+LISTS_COMPILED = [next(c for c in LISTS if c.id.startswith(prefix)) for prefix in (
+    "einsum('ij,jk->ik'", 'solve((3, 3),(3,))', 'lstsq.x(4,3)', 'interp((7,),(6,),(6,))',
+    'polyval((4,)', 'polyfit((7,),(7,),1)', 'trapezoid(', 'gradient((4, 5),(5,)',
+    'cov(aweights', 'quantile(weights=', 'insert((3, 4),1', 'bincount(')]
+
+
+@pytest.mark.parametrize('c', LISTS_COMPILED, ids=_ids(LISTS_COMPILED))
+def test_rule_with_lists_compiled(c):
+    c.check_lists(paths=('compiled',))

@@ -372,7 +372,7 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
     return counts, edges
 
 
-defcomposite(np.insert, _insert)
+defcomposite(np.insert, _insert, arrays=('arr', 'values'))
 
 
 def _dd_edges(sample, bins, bounds, i):
@@ -429,7 +429,7 @@ def _histogram2d(x, y, bins=10, range=None, density=None, weights=None):
     return hist, edges[0], edges[1]
 
 
-defcomposite(np.bincount, _bincount)
+defcomposite(np.bincount, _bincount, arrays=('x', 'weights'))
 defcomposite(np.histogram, _histogram)
 defcomposite(np.histogramdd, _histogramdd)
 defcomposite(np.histogram2d, _histogram2d)

@@ -202,10 +202,10 @@ def _roots(p):
     return np.concatenate([roots, np.zeros(trailing, roots.dtype)])
 
 
-defcomposite(np.polyval, _polyval)
+defcomposite(np.polyval, _polyval, arrays=('p', 'x'))
 defcomposite(np.roots, _roots)
 defcomposite(np.vander, _vander)
-defcomposite(np.polyfit, _polyfit)
+defcomposite(np.polyfit, _polyfit, arrays=('x', 'y', 'w'))
 defcomposite(np.polyadd, _polyadd)
 defcomposite(np.polysub, _polysub)
 defcomposite(np.polymul, _polymul)

@@ -114,7 +114,7 @@ def _interp(x, xp, fp, left=None, right=None, period=None):
     return out
 
 
-defcomposite(np.interp, _interp)
+defcomposite(np.interp, _interp, arrays=('x', 'xp', 'fp'))
 
 
 # --------------------------------------------------------------------------
@@ -271,10 +271,10 @@ def _unwrap(p, discont=None, axis=-1, *, period=2 * np.pi):
 
 defcomposite(np.diff, _diff)
 defcomposite(np.ediff1d, _ediff1d)
-defcomposite(np.trapezoid, _trapezoid)
+defcomposite(np.trapezoid, _trapezoid, arrays=('y', 'x'))
 if hasattr(np, 'trapz'):                 # its old name, removed in NumPy 2.4
-    defcomposite(np.trapz, _trapezoid)
-defcomposite(np.gradient, _gradient)
+    defcomposite(np.trapz, _trapezoid, arrays=('y', 'x'))
+defcomposite(np.gradient, _gradient, arrays=('f', '*varargs'))
 defcomposite(np.unwrap, _unwrap)
 
 

@@ -215,7 +215,8 @@ def _quantile_impl(name, scale, skip_nan):
 
 for _fn, _scale, _skip in ((np.quantile, 1, False), (np.percentile, 100, False),
                            (np.nanquantile, 1, True), (np.nanpercentile, 100, True)):
-    defcomposite(_fn, _quantile_impl(_fn.__name__, _scale, _skip))
+    defcomposite(_fn, _quantile_impl(_fn.__name__, _scale, _skip),
+                 arrays=('a', 'q', 'weights'))
 
 
 def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
@@ -380,5 +381,5 @@ def _corrcoef(x, y=None, rowvar=True, bias=_NoValue, ddof=_NoValue, *, dtype=Non
     return np.clip(c, -1, 1)
 
 
-defcomposite(np.cov, _cov)
+defcomposite(np.cov, _cov, arrays=('m', 'y', 'fweights', 'aweights'))
 defcomposite(np.corrcoef, _corrcoef)
