@@ -19,7 +19,7 @@ from . import registry
 __all__ = ['MODULES', 'public_functions', 'status', 'rows', 'counts', 'render']
 
 MODULES = (('np', np), ('np.linalg', np.linalg), ('np.fft', np.fft))
-NEXT = '0.2.0'        # the version the unreleased changes ship in
+NEXT = '0.2.0'        # the version the changes since 0.1.0 shipped in
 # What had a status in 0.1.0 (everything else arrived in NEXT).
 SINCE_0_1 = frozenset("""
     abs absolute acos acosh add all allclose amax amin angle any append arccos arccosh arcsin
