@@ -295,6 +295,19 @@ _cross_last = Primitive(np.cross, (lambda g, ans, a, b: np.cross(conj(b), g),
                         name='np.cross', linear='each', batched=_cross_batched)
 
 
+def _numpy_takes_2_vectors():
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', DeprecationWarning)
+        try:
+            np.cross(np.ones(2), np.ones(2))
+        except ValueError:
+            return False
+    return True
+
+
+CROSS_OF_2_VECTORS = _numpy_takes_2_vectors()      # removed in NumPy 2.5
+
+
 def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     if axis is not None:
         axisa = axisb = axisc = axis
@@ -303,7 +316,11 @@ def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
         raise ValueError('incompatible dimensions for cross product\n'
                          '(dimension must be 2 or 3)')
     if a.shape[-1] == 2 or b.shape[-1] == 2:
-        # NumPy 2 still takes 2-vectors (deprecated): as 3-vectors with a zero third
+        if not CROSS_OF_2_VECTORS:
+            raise ValueError(f'Both input arrays must be (arrays of) 3-dimensional vectors, '
+                             f'but they are {a.shape[-1]} and {b.shape[-1]} dimensional '
+                             f'instead.')
+        # NumPy 2.0-2.4 still take 2-vectors (deprecated): as 3-vectors with a zero third
         # component, and only that component of the product when both are 2-vectors
         warnings.warn('Arrays of 2-dimensional vectors are deprecated. Use arrays of '
                       '3-dimensional vectors instead. (deprecated in NumPy 2.0)',
