@@ -58,7 +58,11 @@ def _library_caller(depth: int) -> tuple[str, str] | None:
     if outer is None:
         return None
     module = outer.f_globals['__name__']
-    qualname = getattr(outer.f_code, 'co_qualname', outer.f_code.co_name)
+    qualname = getattr(outer.f_code, 'co_qualname', None)
+    if qualname is None:                # Python 3.10: a method's class from its self
+        self = outer.f_locals.get('self')
+        qualname = outer.f_code.co_name if self is None else \
+            f'{type(self).__qualname__}.{outer.f_code.co_name}'
     if '<locals>' in qualname:          # a decorator's wrapper: the package is all we know
         return f'a {".".join(module.split(".")[:2])} function', ''
     parts = qualname.split('.')
