@@ -26,6 +26,7 @@ from .nn import (Dense, Embedding, Chain, relu, sigmoid, tanh, softmax, logsoftm
 from .flat import destructure, nparams  # noqa: F401
 from .layers import BatchNorm, LayerNorm, Dropout, trainmode, testmode  # noqa: F401
 from .duplicated import Duplicated, Const  # noqa: F401
+from . import show  # noqa: F401  (print(layer) lists the model Flux's way)
 from . import optimise  # noqa: F401
 from .optimise import Descent, Momentum, Adam, AdamW, setup, update, train  # noqa: F401
 

@@ -221,6 +221,12 @@ def function_name(f: Any) -> str:
     return getattr(f, '__name__', repr(f))
 
 
+# How ``print(layer)`` lists a model: ``show.summary``, which tracked/show.py puts here
+# when the package is imported (it walks ``Chain`` and the layers' state, so this module
+# cannot import it back).
+printer: Callable[[Any], str] = repr
+
+
 class Layer:
     """Base of the ``tr.nn`` layers: ``print(layer)`` lists it Flux's way, with parameter
     counts (tracked/show.py); ``repr`` is the one-line form.
@@ -231,8 +237,7 @@ class Layer:
     """
 
     def __str__(self) -> str:
-        from .show import summary      # show.py imports this module
-        return summary(self)
+        return printer(self)
 
 
 class Dense(Layer):
