@@ -246,9 +246,11 @@ def hessian(f: Callable[..., Any], x: npt.ArrayLike) -> Any:
 
 
 def hessian_reverse(f: Callable[..., Any], x: npt.ArrayLike) -> Any:
-    """``hessian_reverse(f, x)``: the Hessian, each row by its own reverse-over-reverse pass.
+    """``hessian_reverse(f, x)``: the Hessian by reverse over reverse: the gradient's
+    computation recorded once, then swept back once per row.
 
-    Same result as ``hessian``, by another method: slower, and an independent check.
+    Same result as ``hessian``, by another method (no forward mode): slower, and an
+    independent check.
 
     >>> import numpy as np, tracked as tr
     >>> tr.hessian_reverse(lambda x: x[0] ** 2 * x[1], np.array([1.0, 3.0]))
@@ -258,14 +260,8 @@ def hessian_reverse(f: Callable[..., Any], x: npt.ArrayLike) -> Any:
     check_function(f, 'hessian_reverse')
     x = _array_arg(x)
     _no_complex_inputs(Args((x,)), 'hessian')
-    n = _size(x)
-    shape = np.shape(plain(x))
-    g = _grad_of(f)
-    rows = [_zeros_if_none(gradient(lambda x, k=k: np.reshape(g(x), (n,))[k], x)[0], x)
-            for k in range(n)]
-    if not shape:
-        return rows[0]
-    return np.stack([np.reshape(r, (n,)) for r in rows])
+    H = jacobian(_grad_of(f), x, mode='reverse')[0]
+    return H[0] if np.ndim(plain(x)) == 0 else H
 
 
 def diaghessian(f: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
