@@ -151,7 +151,7 @@ def _operand(a: Any) -> Any:
     """A plain list or tuple of numbers as an array; anything else (a list holding
     tracked values, a ragged one, non-numbers) as given, for the forward to raise or
     stack as NumPy does."""
-    if type(a) not in _SEQUENCES or _holds_tracked(a):
+    if type(a) not in _SEQUENCES or holds_tracked(a):
         return a
     try:
         arr = np.asarray(a)
@@ -396,7 +396,7 @@ def call(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     if type(rule) is registry.Primitive:
         if kwargs:
             for v in kwargs.values():
-                if isinstance(v, Tracked) or (type(v) in _SEQUENCES and _holds_tracked(v)):
+                if isinstance(v, Tracked) or (type(v) in _SEQUENCES and holds_tracked(v)):
                     args, kwargs = bind_keywords(fun, args, kwargs)
                     break
         return apply(rule, args, kwargs)
@@ -407,10 +407,18 @@ def call(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return rule(*args, **kwargs)        # a composite takes tracked keywords as Python does
 
 
-def _holds_tracked(v: Any) -> bool:
+def holds_tracked(v: Any) -> bool:
+    """``holds_tracked(v)``: whether ``v`` is a tracked value or a (nested) list or tuple
+    holding one.
+
+    >>> import tracked as tr
+    >>> from tracked.values import holds_tracked
+    >>> holds_tracked([1.0, (2.0, tr.param(3.0))]), holds_tracked([1.0])
+    (True, False)
+    """
     if isinstance(v, Tracked):
         return True
-    return type(v) in _SEQUENCES and any(_holds_tracked(e) for e in v)
+    return type(v) in _SEQUENCES and any(holds_tracked(e) for e in v)
 
 
 @functools.lru_cache(maxsize=None)
@@ -436,7 +444,7 @@ def bind_keywords(fun: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
     params = _positional_parameters(fun) or ()
     names = [p.name for p in params]
     last = max((names.index(k) for k, v in kwargs.items()
-                if k in names and _holds_tracked(v)), default=-1)
+                if k in names and holds_tracked(v)), default=-1)
     args, kwargs = list(args), dict(kwargs)
     for i in range(len(args), last + 1):
         p = params[i]
@@ -449,7 +457,7 @@ def bind_keywords(fun: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
     for k, v in list(kwargs.items()):
         if isinstance(v, Tracked) and v.dtype.kind in 'iub' and v.ndim == 0:
             kwargs[k] = operator.index(v)       # an integer used as a size or axis
-        elif _holds_tracked(v):
+        elif holds_tracked(v):
             what = name or registry.display_name(fun)
             raise TypeError(f'{what}: the tracked keyword argument {k}= cannot be passed '
                             f'by position ({what} takes it by keyword only), so its '

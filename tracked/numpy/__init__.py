@@ -44,9 +44,9 @@ import numpy as _np
 import numpy.typing as _npt
 from numpy import *  # noqa: F401,F403  (NumPy's own names: tracked values dispatch there)
 
-from ._lists import holds_tracked as _holds_tracked, wrap_dispatched as _wrap_dispatched
+from ._lists import wrap_dispatched as _wrap_dispatched
 from ..registry import RULES as _RULES
-from ..values import Tracked as _Tracked
+from ..values import Tracked as _Tracked, holds_tracked as _holds_tracked
 
 __all__ = [n for n in dir(_np) if not n.startswith('_')]
 

@@ -12,23 +12,9 @@ from types import ModuleType
 from typing import Any
 
 from ..conversions import ConversionError
-from ..values import Tracked
+from ..values import holds_tracked
 
-__all__ = ['holds_tracked', 'accepting_lists', 'wrap_dispatched']
-
-
-def holds_tracked(x: Any) -> bool:
-    """``holds_tracked(x)``: whether ``x`` is a tracked value or a (nested) list or tuple
-    holding one.
-
-    >>> import tracked as tr
-    >>> from tracked.numpy._lists import holds_tracked
-    >>> holds_tracked([1.0, (2.0, tr.param(3.0))]), holds_tracked([1.0])
-    (True, False)
-    """
-    if isinstance(x, Tracked):
-        return True
-    return type(x) in (list, tuple) and any(holds_tracked(v) for v in x)
+__all__ = ['accepting_lists', 'wrap_dispatched']
 
 
 def accepting_lists(fn: Callable[..., Any], as_array: Callable[[Any], Any],
