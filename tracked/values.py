@@ -355,11 +355,28 @@ def _note_view(parents: Sequence[tuple[int, Node]], ref: weakref.ref[Any]) -> No
                 _note_view(p.parents, ref)
 
 
+# The errors of an in-place write that NumPy would let reach another array (reverse
+# mode's boxes and forward mode's duals raise the same ones).
+VIEW_WRITE = ('in-place change of a tracked array that shares memory with another: it is a '
+              'view (such as x[1:], x.T or x.reshape(...)), and NumPy would change both. Call '
+              '.copy() first, or compute a new array.')
+LIVE_VIEW_WRITE = ('in-place change of a tracked array that shares memory with a view of it '
+                   'that is still in use (such as z = y[1:] or y.T): NumPy would change both. '
+                   'Drop the view, use y.copy(), or compute a new array.')
+
+
 def _live_views(node: Node, value: Any, idx: Any = None) -> bool:
     """Whether a live view of ``node`` (whose value is ``value``) shares memory with
     the part ``idx`` (None: all)."""
-    views = getattr(node, 'views', None)
-    if not views or node.prim is None:
+    if node.prim is None:
+        return False
+    return views_overlap(getattr(node, 'views', None), value, idx)
+
+
+def views_overlap(views: list[weakref.ref[Any]] | None, value: Any, idx: Any = None) -> bool:
+    """Whether one of ``views`` (weak references to tracked views, pruned of dead ones
+    here) shares memory with the part ``idx`` (None: all) of ``value``."""
+    if not views:
         return False
     views[:] = [r for r in views if r() is not None]
     if not views:
@@ -930,15 +947,9 @@ class Tracked:
                              'record it. Update its value with tr.data(x)[...] = ..., or '
                              'compute a new array (y = x + v).')
         if getattr(node.prim, 'view', False):
-            raise ValueError('in-place change of a tracked array that shares memory with '
-                             'another: it is a view (such as x[1:], x.T or x.reshape(...)), and '
-                             'NumPy would change both. Call .copy() first, or compute a new '
-                             'array.')
+            raise ValueError(VIEW_WRITE)
         if _live_views(node, self._value, idx):
-            raise ValueError('in-place change of a tracked array that shares memory with a '
-                             'view of it that is still in use (such as z = y[1:] or y.T): '
-                             'NumPy would change both. Drop the view, use y.copy(), or '
-                             'compute a new array.')
+            raise ValueError(LIVE_VIEW_WRITE)
         if not isinstance(new, Tracked):
             raise TypeError('in-place operation produced an untracked value')
         if new.dtype != self.dtype:

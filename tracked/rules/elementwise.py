@@ -247,7 +247,7 @@ def _angle_jvp(tangents, ans, z, deg=False):
 
 
 defvjp(np.real, _real_vjp, linear='joint', view=True, batched=True)   # a real x: as is
-defvjp(np.imag, _imag_vjp, linear='joint', batched=True)
+defvjp(np.imag, _imag_vjp, linear='joint', view=True, batched=True)
 defvjp(np.conjugate, lambda g, ans, x: np.conj(g), linear='joint', batched=True,  # np.conj
        kernel='{0}')                     # (compiled for real dtypes only)
 defvjp(np.angle, _angle_vjp, jvp=_angle_jvp)
