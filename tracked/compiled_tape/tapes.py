@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
+from ..arguments import check_scalar, first_output
 from ..tape import backward, new_level
 from ..values import Tracked, call, leaf
 from .base import Tape
@@ -25,19 +26,6 @@ __all__ = ["GradientTape", "JacobianTape", "HessianTape", "ValGrad", "compile"]
 
 
 T = TypeVar('T', bound=Tape)
-
-
-def _split_output(out):
-    """(the differentiated output, the whole value): first element of tuples and dicts."""
-    if isinstance(out, (tuple, list)) and not isinstance(out, Tracked):
-        if not out:
-            raise ValueError('f returned an empty tuple; it must return a real scalar')
-        return out[0]
-    if isinstance(out, dict):
-        if not out:
-            raise ValueError('f returned an empty dict; it must return a real scalar')
-        return next(iter(out.values()))
-    return out
 
 
 def _single(vals):
@@ -98,10 +86,8 @@ class GradientTape(Tape):
         diff = set(self.diff)
         boxed = [leaf(t, li) if p in diff else t for p, t in enumerate(inputs)]
         out = self.f(*unflatten_args(self.arg_defs, boxed))
-        y = _split_output(out)
-        if np.ndim(y) != 0 if not isinstance(y, Tracked) else y.ndim != 0:
-            raise ValueError(f'f returned an array of shape {np.shape(y)}; GradientTape needs a '
-                             f'real scalar. Use JacobianTape for array outputs.')
+        y = first_output(out)[0]         # the eager calling convention, errors included
+        check_scalar(y, 'GradientTape', 'JacobianTape(f, ...)')
         val_specs, self._rebuild = _value_tree(rec, out)
         self.single_value = self._rebuild is _single      # f returned one scalar
         self.n_val = len(val_specs)
