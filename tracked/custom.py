@@ -12,13 +12,16 @@ once per backward step, and a replayed tape that re-runs the forward refreshes i
 Opaque rules.  A forward that cannot run on tracked values (SciPy, ``math``, a C
 extension) is called on plain values instead, at every lower level, as the
 primitive ``name[opaque]`` whose pullback is the user's: first order is exact at
-every level.  Its backward step is the primitive ``name[opaque].pullback[i]``
-(the user's pullback on the plain cotangent), so a recorded tape holds one opaque
-forward and one opaque pullback instruction that call the user's function again
-on replay.  Differentiating the pullback in its cotangent (it is linear there)
-traces the pullback at run time (``.pullback[i].T``); differentiating it in the
-input is impossible, and a guard entry (``_poisoned``) raises if a backward pass
-needs it.
+every level.  Where an argument is differentiated at a level, the pullback is
+rebuilt over that level's arguments and output (``rebind.py``) and run with NumPy
+operations the lower levels record: higher orders are exact too (autograd's
+level-by-level primitive).  Otherwise its backward step is the primitive
+``name[opaque].pullback[i]`` (the user's pullback on the plain cotangent), so a
+recorded tape holds one opaque forward and one opaque pullback instruction that
+call the user's function again on replay.  Differentiating that pullback in its
+cotangent (it is linear there) traces it at run time (``.pullback[i].T``);
+differentiating it in the input is impossible then, and a guard entry
+(``_poisoned``) raises, naming why, if a backward pass needs it.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ import numpy as np
 from . import tape as _tape
 from . import values as _values
 from .registry import Primitive
+from .rebind import RebindError, rebind
 from .reverse import vjp
 from .tape import pause_recording, active_recorder
 from .tree_util import TreeDef, flatten, is_node, leaves, tree_map, unflatten
@@ -44,12 +48,14 @@ __all__ = ['rule', 'ignore_derivatives', 'non_differentiable', 'checkpoint']
 class _Call:
     """The state of one call of a custom rule: its pullback and the last cotangents."""
 
-    __slots__ = ('pullback', 'g', 'cts')
+    __slots__ = ('pullback', 'g', 'cts', 'seen', 'rebound')
 
     def __init__(self) -> None:
         self.pullback: Any = None       # the rule's pullback, once its forward ran
         self.g: Any = None
         self.cts: Any = None
+        self.seen: Any = None           # (args, raw value) the forward ran on: plain
+        self.rebound: Any = None        # {level: rebuilt pullback or RebindError} (rebind.py)
 
     def __reduce__(self):          # per-call state: a replay of the forward refreshes it
         return _Call, ()
@@ -181,9 +187,10 @@ class RuleForward:
     value, or the rule is ``opaque``, the call becomes opaque (module docstring).
     """
 
-    __slots__ = ('function', 'name', 'always_opaque', 'prims', 'jvp')
+    __slots__ = ('function', 'name', 'always_opaque', 'prims', 'jvp', 'why')
 
     def __init__(self, function, name=None, opaque=False, jvp=None):
+        self.why = None      # why the last opaque pullback could not be rebuilt (rebind.py)
         self.function = function
         self.name = name or getattr(function, '__name__', 'rule')
         self.always_opaque = opaque
@@ -209,6 +216,7 @@ class RuleForward:
         y, pb = self._split(self.function(*args, **kwargs))
         _state.pullback = pb
         _state.g = _state.cts = None     # a replay may reuse a cotangent buffer
+        _state.seen, _state.rebound = (args, y), None
         return _as_output(y, self.function.__name__)
 
     def _on_tracked(self, args, state, kwargs):
@@ -287,6 +295,10 @@ def _opaque_vjp(forward, i):
 def _opaque_cotangent(forward, inner, i, g, y, args):
     """Cotangent ``i`` of an opaque call with output ``y`` (seen at this level)."""
     nargs = len(args)
+    if _differentiated(args):
+        cts = _rebound_cotangents(forward, inner, g, y, args)
+        if cts is not None:
+            return cts[i]
     ct = inner.cotangents(plain(g), nargs)[i]
     if ct is None:
         return None
@@ -298,6 +310,58 @@ def _opaque_cotangent(forward, inner, i, g, y, args):
         kw = {'_state': inner, '_shape': np.shape(ct), '_dtype': ct.dtype}
         ct = apply(forward._prim(('pb', nargs, i)), (g, y), kw)
     return _poisoned(forward, ct, args)
+
+
+def _differentiated(args):
+    """Whether an argument is tracked at a level that is differentiated (not a
+    recording's own)."""
+    rec = _recording()
+    floor = -1 if rec is None else rec.level
+    return any(isinstance(a, Tracked) and a._node.level > floor for a in args)
+
+
+def _rebound_cotangents(forward, inner, g, y, args):
+    """The cotangents of an opaque call from its pullback rebuilt over this level's
+    ``args`` and ``y`` (rebind.py), computed with NumPy operations that the lower levels
+    record: autograd's level-by-level primitive.  None when it cannot be (the reason is
+    kept for the second-order error)."""
+    if inner.seen is None:
+        return None
+    level = max(a._node.level for a in args if isinstance(a, Tracked))
+    made = inner.rebound if inner.rebound is not None else {}
+    inner.rebound = made
+    key = (level, id(g))
+    hit = made.get(key)
+    if hit is None:
+        fn = made.get(level)
+        if fn is None:
+            seen_args, seen_y = inner.seen
+            pairs = list(zip(seen_args, args)) + [(seen_y, y)]
+            try:
+                fn = rebind(inner.pullback, forward.function, pairs)
+            except RebindError as e:
+                fn = e
+            made[level] = fn
+        if isinstance(fn, RebindError):
+            forward.why = str(fn)
+            return None
+        mark = _guard_mark()
+        try:
+            cts = fn(g)
+        except Exception as e:          # the pullback is opaque too
+            _rollback_guards(mark)
+            forward.why = (f'its pullback could not run on tracked values '
+                           f'({type(e).__name__}: {e})')
+            made[level] = RebindError(forward.why)
+            return None
+        if not isinstance(cts, (tuple, list)):
+            cts = (cts,)
+        if len(cts) != len(args):
+            raise ValueError(f'a custom pullback returned {len(cts)} cotangents for '
+                             f'{len(args)} arguments; return one per positional argument '
+                             f'(None for those without a gradient)')
+        hit = made[key] = (g, tuple(cts))   # g kept alive: its id stays its own
+    return hit[1]
 
 
 def _poisoned(forward, ct, args):
@@ -377,8 +441,8 @@ class _PoisonVjps:
     """Pullbacks of the second-order guard: identity for the cotangent, an error for
     each input."""
 
-    def __init__(self, name):
-        self.name = name
+    def __init__(self, forward):
+        self.forward = forward
 
     def __len__(self):
         return 1 << 62
@@ -387,14 +451,16 @@ class _PoisonVjps:
         return _identity_vjp if i == 0 else self._refuse
 
     def _refuse(self, g, ans, *args, **kwargs):
+        f = self.forward
+        why = f.why or ('it is marked opaque' if f.always_opaque else
+                        'its forward and pullback ran on plain values')
         raise TypeError(
-            f'second derivatives through @tr.rule {self.name} need its forward to be written '
-            f'with NumPy operations: it ran on plain values (its forward or pullback could '
-            f'not run on tracked values, or it is marked opaque), so how its pullback '
-            f'depends on its input is unknown. Write the forward and pullback with NumPy '
-            f'operations that tracked can trace to differentiate through it twice (for '
-            f'forward mode inside a gradient, a jvp= written with NumPy operations is '
-            f'enough: @tr.rule(jvp=...)).')
+            f'second derivatives through @tr.rule {f.name} need its pullback written with '
+            f'NumPy operations on its arguments, its output and dy: {why}. Its forward may '
+            f'call anything (it runs on plain values); the pullback is then rebuilt over '
+            f'the tracked arguments and output. First derivatives are exact: '
+            f'tr.gradcheck(f, *args, order=1) checks them alone. For forward mode inside a '
+            f'gradient, a jvp= written with NumPy operations is enough: @tr.rule(jvp=...).')
 
 
 def _poison_fn(forward):
@@ -436,7 +502,7 @@ def _make_opaque_prim(forward, key):
                          name=f'{name}[opaque].pullback[{i}].T')
     prim = Primitive(_poison_fn(forward), (), name=f'{name}[opaque] (second order)',
                      direct=True)
-    prim.vjps = _PoisonVjps(name)        # Primitive() would turn a sequence into a tuple
+    prim.vjps = _PoisonVjps(forward)     # Primitive() would turn a sequence into a tuple
     return prim
 
 
@@ -486,11 +552,12 @@ def rule(fn: RuleFunction | None = None, *, opaque: bool = False,
     attempt: for a costly forward, one with side effects, or one that reads part of
     its input with ``float``).  A recorded or compiled tape calls ``fn`` and its
     pullback again on every replay (instructions ``name[opaque]`` and
-    ``name[opaque].pullback[i]``).  Under nesting an opaque rule is differentiable in
-    its pullback's cotangent ``dy`` when the pullback is written with NumPy
-    operations on ``dy`` (``jvp``; outer variables that reach it only through
-    ``dy``), but not in its input: a second derivative that needs that raises a
-    ``TypeError`` saying the forward must be written with NumPy operations.
+    ``name[opaque].pullback[i]``).  Under nesting an opaque rule's pullback is
+    rebuilt over each level's tracked arguments and output (``tracked/rebind.py``, as
+    autograd applies a primitive level by level), so a pullback written with NumPy
+    operations gives higher derivatives although the forward is never traced; one
+    that reads other values the forward computed, or cannot run on tracked values,
+    gives a ``TypeError`` naming the cause when a second derivative needs it.
 
     Forward mode (``tr.jvp``, forward-mode Jacobians and Hessians) gets the rule's
     tangent from its pullback by the double-vjp trick, or, faster, from ``jvp=``: a

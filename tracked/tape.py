@@ -554,7 +554,9 @@ class Owner:
 def release_protections():
     """Unprotect what released entries protected (after a ``backward`` released some);
     one pass over the few protecting entries, not a test per released entry."""
-    for key, ref in list(_finalizers.items()):
+    # a copy, taken at once: a weakref callback run by a garbage collection during the
+    # walk pops from _finalizers (list(d.items()) raised "changed size during iteration")
+    for key, ref in _finalizers.copy().items():
         node = ref()
         if node is not None and node.args is None:
             _release(key, node.protects)
