@@ -11,7 +11,8 @@ import pytest
 # also where tracked.numpy wraps them to accept lists: their __wrapped__ is NumPy's;
 # tracked.numpy.linalg, .fft and .random hold only such names).
 PUBLIC = ['tracked', 'tracked.nn', 'tracked.optimise', 'tracked.tree_util', 'tracked.numpy',
-          'tracked.autograd',
+          'tracked.autograd', 'tracked.autograd.extend', 'tracked.autograd.test_util',
+          'tracked.autograd.misc.optimizers', 'tracked.autograd.scipy.signal',
           'tracked.testing', 'tracked.distributed', 'tracked.scipy.special',
           'tracked.scipy.stats', 'tracked.scipy.linalg', 'tracked.scipy.signal',
           'tracked.scipy.integrate']
