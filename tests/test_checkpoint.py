@@ -383,6 +383,19 @@ def test_f_that_computes_something_else_again_raises():
     with pytest.raises(RuntimeError, match='computed something else'):
         tr.gradient(lambda x: tr.checkpoint(lambda a: np.sum(a * rng.random(3)), x),
                     np.ones(3))
+    dropout = tr.trainmode(tr.Dropout(0.5, rng=0))   # its output is freed before back
+    with pytest.raises(RuntimeError, match='computed something else'):
+        tr.gradient(lambda x: np.sum(tr.checkpoint(lambda a: dropout(a) * 2, x)), np.ones(50))
+    c = np.array([1.0, 2.0, 3.0])
+    x = tr.param(np.ones(3))
+    loss = np.sum(tr.checkpoint(lambda a: np.sin(a + c), x))
+    c[:] = 0.0                                   # (np.add saves neither operand)
+    with pytest.raises(RuntimeError, match='computed something else'):
+        tr.back(loss)
+    with np.errstate(all='ignore'):               # non-finite outputs are no reason
+        f = lambda c: lambda x: np.sum(np.nan_to_num(c(lambda a: a / 0.0 * 0 + a, x)))  # noqa: E731
+        np.testing.assert_array_equal(tr.gradient(f(tr.checkpoint), np.ones(2)),
+                                      tr.gradient(f(direct), np.ones(2)))
 
 
 def test_leaves_read_inside_stay_read_only_until_back():
