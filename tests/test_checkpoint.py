@@ -117,6 +117,8 @@ def test_jvp_through_a_closure():
     _plain(y, t)
     # d/ds (0.7 + s)(1.3 + s) = 1.3 + 0.7
     assert (y, t) == (pytest.approx(0.91, rel=1e-15), pytest.approx(2.0, rel=1e-15))
+    assert (y, t) == tr.jvp(lambda x, y: x * y, (0.7, 1.3), (1.0, 1.0))
+    assert t == pytest.approx((0.7000001 * 1.3000001 - 0.6999999 * 1.2999999) / 2e-7)
 
 
 def test_hvp_through_a_closure_over_the_argument_itself():

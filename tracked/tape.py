@@ -48,7 +48,8 @@ class Node:
     - ``prim``: the ``registry.Primitive`` (None for a leaf);
     - ``args``, ``kwargs``, ``ans``: what the pullbacks read (None where they read
       nothing, a ``registry.Meta`` where they read only a shape); a leaf keeps its
-      value in ``ans``;
+      value in ``ans``; a checkpoint may drop them (``args`` None, ``kwargs`` a
+      ``Dropped``, which recomputes them);
     - ``shape``: the output's shape; ``parents``: (argument position, Node) pairs of
       the tracked arguments at this entry's ``level``; ``seq``: the global order;
     - ``same_shape``: True when the pullbacks return exactly their parents' shapes (a
