@@ -1,8 +1,6 @@
 """Custom rules and control of differentiation (section 4 of API.md): @rule,
-ignore_derivatives, @non_differentiable, checkpoint, gradcheck."""
-import gc
+ignore_derivatives, @non_differentiable, gradcheck (checkpoint: test_checkpoint.py)."""
 import math
-import weakref
 
 import numpy as np
 import pytest
@@ -162,65 +160,6 @@ def test_non_differentiable_decorator():
     np.testing.assert_array_equal(g, [0.0, 3.0, 0.0])        # m carries no gradient
     assert seen == [(False, False)]
     assert pick(np.array([1.0, 2.0]), {'w': [1.0]}) == (1, 2.0)
-
-
-# --------------------------------------------------------------------------
-# checkpoint
-# --------------------------------------------------------------------------
-
-def test_checkpoint_gradient_and_recomputation():
-    calls = []
-
-    def block(x, W):
-        calls.append(1)
-        return np.tanh(W @ np.sin(x))
-    W = np.array([[1.0, -0.5], [0.3, 0.2]])
-    x = np.array([0.4, -1.2])
-    f_plain = lambda x, W: np.sum(block(x, W) ** 2)                      # noqa: E731
-    f_ckpt = lambda x, W: np.sum(tr.checkpoint(block, x, W) ** 2)        # noqa: E731
-    ref = tr.gradient(f_plain, x, W)
-    calls.clear()
-    got = tr.gradient(f_ckpt, x, W)
-    assert len(calls) == 2                       # forward once, recomputed in backward
-    for a, b in zip(got, ref):
-        np.testing.assert_allclose(a, b, rtol=1e-12)
-
-
-def test_checkpoint_keeps_no_intermediates():
-    kept = []
-
-    def block(x):
-        h = np.exp(x)                            # an intermediate we watch: its value
-        kept.append(weakref.ref(tr.data(h)))
-        return np.sum(np.sin(h) * 2)
-    x = tr.param(np.array([0.1, 0.2, 0.3]))
-    y = tr.checkpoint(block, x)
-    gc.collect()
-    assert kept[0]() is None                     # the forward's intermediate is gone
-    assert [n.prim.name if n.prim else 'leaf' for n in reachable(y._node)] == ['checkpoint', 'leaf']
-    y_plain = block(x)
-    assert kept[1]() is not None                 # without checkpoint the tape keeps it
-    assert len(reachable(y_plain._node)) > 3
-    tr.back(y)
-    np.testing.assert_allclose(x.grad, 2 * np.cos(np.exp(x.data)) * np.exp(x.data))
-
-
-def test_checkpoint_with_model_tree_and_second_order():
-    model = {'W': np.array([[0.5, -1.0], [2.0, 0.1]]), 'act': np.tanh}
-
-    def layer(m, x):
-        return m['act'](m['W'] @ x)
-
-    def loss(m, x):
-        return np.sum(tr.checkpoint(layer, m, x) ** 2)
-    x = np.array([0.3, 0.7])
-    g, gx = tr.gradient(loss, model, x)
-    ref, rx = tr.gradient(lambda m, x: np.sum(layer(m, x) ** 2), model, x)
-    np.testing.assert_allclose(g['W'], ref['W'], rtol=1e-12)
-    np.testing.assert_allclose(gx, rx, rtol=1e-12)
-    assert g['act'] is None
-    assert tr.gradcheck(lambda x: loss(model, x), x, order=2)
-    assert tr.checkpoint(layer, model, x).shape == (2,)      # plain inputs: just f
 
 
 # --------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Custom rules and control of differentiation: ``rule``, ``ignore_derivatives``,
 ``non_differentiable``, ``checkpoint``.
 
-A custom rule or a checkpoint is one tape entry: a ``Primitive(direct=True)`` whose
+A custom rule is one tape entry: a ``Primitive(direct=True)`` whose
 forward gets the arguments tracked at lower (outer) levels as they are, so the
 pullback it produces closes over them and is itself differentiable there (that is
 what nests).  The per-call pullback travels in a ``_Call`` object passed as the
@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import sys
 import types
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar, overload
 
@@ -38,9 +39,9 @@ from . import values as _values
 from .registry import Primitive
 from .rebind import RebindError, rebind
 from .reverse import vjp
-from .tape import pause_recording, active_recorder
-from .tree_util import TreeDef, flatten, is_node, leaves, tree_map, unflatten
-from .values import Tracked, apply, plain
+from .tape import Dropped, pause_recording, active_recorder
+from .tree_util import is_node, leaves, tree_map
+from .values import Tracked, apply, leaf_root, plain
 
 __all__ = ['rule', 'ignore_derivatives', 'non_differentiable', 'checkpoint']
 
@@ -130,7 +131,7 @@ def _primitive(forward, nargs, name, cache, rule_forward=None, jvp=None):
             forward, [_position_vjp(i, rule_forward) for i in range(nargs)],
             name=name, direct=True, sequences=range(nargs),   # the user's arguments as given
             jvp=None if getattr(rule_forward, 'jvp', None) is None else _user_jvp(rule_forward.jvp))
-        # pickles as this lookup: the rule's function by reference, or the checkpoint's
+        # pickles as this lookup: the rule's function by reference
         prim.ref = (_rule_primitive, (rule_forward, nargs))
     return prim
 
@@ -145,9 +146,7 @@ def _user_jvp(jvp):
 
 def _rule_primitive(forward, key):
     """The primitive of rule ``forward`` for ``key`` (its number of arguments, or an
-    opaque entry's key: ``RuleForward._prim``); a checkpoint's if ``forward`` is None."""
-    if forward is None:
-        return _primitive(_checkpoint_forward, key, 'checkpoint', _checkpoint_cache)
+    opaque entry's key: ``RuleForward._prim``)."""
     if type(key) is int:
         return _primitive(forward, key, forward.name, forward.prims, forward)
     return forward._prim(key)
@@ -671,75 +670,176 @@ def _untracked_arg(a: Any) -> Any:
 # --------------------------------------------------------------------------
 # Checkpointing
 # --------------------------------------------------------------------------
+# ``f`` is recorded as it runs without checkpoint, so every derivative is that of
+# ``f(*args)`` by construction (what it closes over, nesting, forward mode); only the
+# values its entries saved are dropped, and a backward pass that needs them runs ``f``
+# again and takes them from that run's entries, matched in recording order (PyTorch's
+# non-reentrant checkpoint).  Rejected: one tape entry whose forward ran ``f`` on the
+# values of its arguments (what this was), which lost what ``f`` closes over; and
+# detecting closures to fall back to ``f(*args)``, which gave up the memory saving in
+# the commonest case, a layer closing over its weights.
 
-class _CheckpointForward:
-    """Forward of a checkpoint: ``f`` on the values, recorded at no level of this call."""
+class _Region(Dropped):
+    """The entries one ``checkpoint`` call recorded, whose saved values it dropped."""
 
-    __slots__ = ()
+    __slots__ = ('f', 'args', 'depth', 'outputs', 'entries')
 
-    def __call__(self, *vals, _f, _state):
-        _state.pullback = _recompute(vjp, _f, vals)
-        _state.g = _state.cts = None
-        return _as_output(_f(*vals), getattr(_f, '__name__', 'f'))
+    def __init__(self, f, args, depth, out, entries, start):
+        self.f, self.args, self.depth = f, args, depth
+        self.outputs = [_fingerprint(plain(t)) for t in _tracked_leaves(out)]
+        # weakly: an entry holds its region, and must die with the values using it
+        self.entries = {level: [weakref.ref(n) for n in nodes] for level, nodes in entries.items()}
+        for nodes in entries.values():
+            for n in nodes:
+                n.args = n.ans = None
+                n.kwargs = self
+                # What a recomputation reads must not change meanwhile, as a saved value
+                # must not (tape.py): the values of leaves from outside f stay read-only;
+                # the rest (f's own arrays) is let go.
+                _tape.unprotect(n)
+                roots = [leaf_root(p) for _, p in n.parents if p.seq < start]
+                _tape.protect(n, [a for a in roots if a is not None])
+
+    def recompute(self, level):
+        state = _tape.thread_state
+        depth = getattr(state, 'depth', 0)
+        state.depth = self.depth        # differentiating() as f saw it (layers' modes)
+        start = next(_tape.sequence)
+        try:
+            out = self.f(*self.args)
+        finally:
+            state.depth = depth
+        new = _entries(out, start).get(level, [])
+        old = self.entries[level]
+        outputs = [_fingerprint(plain(t)) for t in _tracked_leaves(out)]
+        if len(new) != len(old) or len(outputs) != len(self.outputs) or not all(
+                map(_same, self.outputs, outputs)):
+            raise RuntimeError(_NOT_AGAIN)
+        saved = {}
+        for ref, twin in zip(old, new):
+            n = ref()
+            if n is not None:
+                if n.prim is not twin.prim or n.shape != twin.shape:
+                    raise RuntimeError(_NOT_AGAIN)
+                saved[n] = (twin.args, twin.kwargs, twin.ans)
+        return saved
 
 
-def _recompute(vjp, f, vals):
-    def pullback(g):
-        return vjp(f, *vals)[1](g)      # runs f again, now recording, then its backward
-    return pullback
+_NOT_AGAIN = ('tr.checkpoint: f computed something else when it ran again in the backward '
+              'pass (it draws random numbers, or reads a value that changed since); its '
+              'gradient would be wrong. Make f a function of its arguments and what it '
+              'closes over, or do not checkpoint it.')
 
 
-_checkpoint_forward = _CheckpointForward()
-_checkpoint_cache: dict[Any, Primitive] = {}
+def _fingerprint(v):
+    """A few numbers of array ``v`` that change when it does (a sample, its sum and
+    squared norm), to compare with a recomputation: keeping ``v`` itself would hold an
+    array the checkpoint frees."""
+    a = np.ravel(v)
+    return np.shape(v), a[::max(1, a.size // 16)].copy(), np.sum(a), np.vdot(a, a).real
+
+
+def _same(old, new):
+    """Whether fingerprint ``new`` is of ``old``'s array computed again: close, not equal
+    (a BLAS may round differently on differently aligned memory)."""
+    shape, sample, total, squares = old
+    if new[0] != shape:
+        return False
+    norm = np.sqrt(squares) if np.isfinite(squares) else 0.0    # (inf, nan: relative)
+    return bool(np.allclose(new[1], sample, rtol=1e-6, atol=1e-6 * norm, equal_nan=True)
+                and np.allclose(new[2:], (total, squares), rtol=1e-6,
+                                atol=1e-6 * norm * np.sqrt(np.prod(shape)), equal_nan=True))
+
+
+def _tracked_leaves(out):
+    return [out] if isinstance(out, Tracked) else leaves(out, _is_tracked)
+
+
+def _entries(out, start):
+    """The non-leaf entries recorded after number ``start`` that ``out`` depends on, per
+    level, in recording order: at every level of each tracked value in ``out`` (a dual's
+    tangent too), except those a checkpoint inside already dropped."""
+    todo = _tracked_leaves(out)
+    found: list[_tape.Node] = []
+    for t in todo:              # grows while it is walked
+        if isinstance(t, Tracked):
+            node = t._node
+            if type(node) is _tape.Node and node.seq > start:
+                found.append(node)
+            todo.append(t._value)
+            if t._forward:
+                todo.append(t._tangent)  # type: ignore[attr-defined]  # a Dual
+    seen = set(found)
+    for node in found:          # grows while it is walked
+        for _, parent in node.parents:
+            if parent.seq > start and parent not in seen:
+                seen.add(parent)
+                found.append(parent)
+    entries: dict[int, list[_tape.Node]] = {}
+    for node in sorted(seen, key=_seq):
+        if node.prim is not None and not isinstance(node.kwargs, Dropped):
+            entries.setdefault(node.level, []).append(node)
+    return entries
+
+
+def _seq(node):
+    return node.seq
+
+
+def _snapshot(args):
+    """``args`` with each tracked value in a new box of its entry and value (one box for
+    one value), to run ``f`` again on: an in-place write in ``f`` (``a[0] = y``)
+    re-points the box written to, which must not change what a recomputation starts from."""
+    boxes: dict[int, Any] = {}
+
+    def rebox(t):
+        new = boxes.get(id(t))
+        if new is None:
+            new = boxes[id(t)] = t if isinstance(t, int) else _rebox(t)   # an int is immutable
+        return new
+    return tuple(rebox(a) if isinstance(a, Tracked) else
+                 tree_map(rebox, a, is_leaf=_is_tracked) if is_node(a) and
+                 leaves(a, _is_tracked) else a for a in args)
+
+
+def _rebox(t):
+    new = object.__new__(type(t))
+    new._node, new._value = t._node, t._value
+    if t._forward:
+        new._tangent = t._tangent
+    return new
 
 
 def checkpoint(f: Callable[..., Any], *args: Any) -> Any:
-    """``checkpoint(f, *args)``: ``f(*args)``, recomputed in the backward pass instead of
-    keeping its intermediates (one tape entry; ``f`` returns one array).
+    """``checkpoint(f, *args)``: ``f(*args)``, whose intermediate values are not kept for
+    the backward pass but recomputed (``f`` runs again) when it needs them.
+
+    Every derivative is that of ``f(*args)``, for the arguments and for what ``f``
+    closes over (weights of a layer, say), nested, in forward mode and on recorded
+    tapes: ``f`` is recorded as usual, and only the values its entries saved are
+    dropped.  The backward pass runs ``f`` again on the same arguments and takes the
+    values from the entries of that run, matched in recording order; ``f`` must
+    compute the same thing again (a ``RuntimeError`` says so when its output differs,
+    say it draws random numbers).  What stays in memory is ``args``, what ``f`` closes
+    over, and its tape entries without their arrays.  A ``GradientTape`` keeps every
+    buffer anyway: while one records, ``checkpoint`` is ``f(*args)``.
 
     >>> import numpy as np, tracked as tr
-    >>> f = lambda x: np.sum(np.sin(x) ** 2)
-    >>> tr.gradient(lambda x: tr.checkpoint(f, x), np.array([0.5, 1.0]))[0]
-    array([0.84147098, 0.90929743])
+    >>> def loss(W, x):
+    ...     layer = lambda h: np.tanh(W @ h)          # closes over W
+    ...     return np.sum(tr.checkpoint(layer, tr.checkpoint(layer, x)) ** 2)
+    >>> W, x = np.array([[1.0, -0.5], [0.3, 0.2]]), np.array([0.5, 1.0])
+    >>> tr.gradient(loss, W, x)[0]
+    array([[-0.14193274, -0.39284709],
+           [ 0.08369316,  0.21237365]])
     """
-    if not _any_tracked(args):
-        if not any(is_node(a) and leaves(a, _is_tracked) for a in args):
-            return f(*args)
-    flat, rebuild = _flatten_tracked(args)
-
-    def f_flat(*vals: Any) -> Any:
-        return f(*rebuild(vals))
-    f_flat.__name__ = getattr(f, '__name__', 'f')
-    prim = _primitive(_checkpoint_forward, len(flat), 'checkpoint', _checkpoint_cache)
-    return apply(prim, flat, {'_f': f_flat, '_state': _Call()})
-
-
-def _flatten_tracked(args: Sequence[Any]) -> tuple[list[Any], Callable[[Sequence[Any]], list[Any]]]:
-    """Tracked leaves of ``args`` (positional arguments of the entry) and the way back."""
-    flat: list[Any] = []
-    defs: list[TreeDef | None] = []    # per argument: its TreeDef, or None (kept as is)
-    for a in args:
-        if isinstance(a, Tracked):
-            flat.append(a)
-            defs.append(None)
-        elif is_node(a):
-            ls, d = flatten(a, _is_tracked)
-            flat.extend(ls)
-            defs.append(d)
-        else:
-            defs.append(None)
-
-    def rebuild(vals: Sequence[Any]) -> list[Any]:
-        out: list[Any] = []
-        pos = 0
-        for a, d in zip(args, defs):
-            if isinstance(a, Tracked):
-                out.append(vals[pos])
-                pos += 1
-            elif d is not None:
-                out.append(unflatten(d, vals[pos:pos + d.num_leaves]))
-                pos += d.num_leaves
-            else:
-                out.append(a)
-        return out
-    return flat, rebuild
+    if _recording() is not None:
+        return f(*args)
+    saved = _snapshot(args)
+    depth = getattr(_tape.thread_state, 'depth', 0)
+    start = next(_tape.sequence)
+    out = f(*args)
+    entries = _entries(out, start)
+    if entries:
+        _Region(f, saved, depth, out, entries, start)
+    return out

@@ -558,7 +558,7 @@ def value(t: Tracked) -> Any:
     v = t._value
     if type(v) is np.ndarray and type(t._node) is Node and v.flags.writeable:
         node = t._node
-        if node.prim is not None and node.args is not None:
+        if node.prim is not None and not _tape.released(node):
             _tape.protect(node, [v])
     return v
 
