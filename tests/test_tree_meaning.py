@@ -215,3 +215,21 @@ def test_hvp_of_trees_and_several_arguments():
 def test_hvp_with_a_mismatched_tangent_tuple_is_refused():
     with pytest.raises(ValueError, match='tuple of 2 tangents'):
         tr.hvp(lambda a, b: a * b, 1.0, 2.0, 1.0)
+
+
+def test_augmented_assignment_on_a_number_argument_rebinds():
+    # numbers are values: n += 1 on a differentiated int or float argument rebinds it,
+    # as Python does, instead of refusing an in-place change of a leaf
+    def f(x, n):
+        m = n
+        m += 1
+        x += 2.0
+        x *= 1.5
+        return x * m
+    assert f(1.5, 2) == pytest.approx(15.75)
+    val, (gx, gn) = tr.withgradient(f, 1.5, 2)
+    assert val == pytest.approx(15.75) and gx == pytest.approx(4.5) and gn == pytest.approx(5.25)
+    assert tr.jvp(f, (1.5, 2), (1.0, 0))[1] == pytest.approx(4.5)
+    W = np.ones(2)
+    with pytest.raises(ValueError, match='leaf'):     # an array argument still refuses
+        tr.gradient(lambda w: (w.__iadd__(1.0), np.sum(w))[1], W)

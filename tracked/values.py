@@ -653,7 +653,12 @@ def _sequence_operand(x: Sequence[Any]) -> np.ndarray:
 
 def _inplace(uf: np.ufunc) -> Callable[['Tracked', Any], 'Tracked']:
     def method(self: Tracked, other: Any) -> Tracked:
-        self._mutate(call(uf, self, other))
+        new = call(uf, self, other)
+        if getattr(self._value, 'ndim', 0) == 0:
+            # A number is a value (API.md section 3): n += 1 rebinds, as for Python's
+            # and NumPy's scalars, also for a leaf (a float or int argument)
+            return new
+        self._mutate(new)
         return self
     return method
 
