@@ -203,3 +203,67 @@ def test_convolve_matches_scipy_on_its_common_ground():
     for mode in ('full', 'valid'):
         numpy.testing.assert_allclose(convolve(A, B, mode=mode),
                                       signal.convolve(A, B, mode=mode), atol=1e-12)
+
+
+# -- autograd's examples/fluidsim/fluidsim.py, simplified, imports changed -----------------
+# (its project() writes into the fields in place: vx -= ..., through a reshape's view)
+
+def project(vx, vy):
+    p = np.zeros(vx.shape)
+    h = 1.0 / vx.shape[0]
+    div = -0.5 * h * (np.roll(vx, -1, axis=0) - np.roll(vx, 1, axis=0)
+                      + np.roll(vy, -1, axis=1) - np.roll(vy, 1, axis=1))
+    for k in range(10):
+        p = (div + np.roll(p, 1, axis=0) + np.roll(p, -1, axis=0)
+             + np.roll(p, 1, axis=1) + np.roll(p, -1, axis=1)) / 4.0
+    vx -= 0.5 * (np.roll(p, -1, axis=0) - np.roll(p, 1, axis=0)) / h
+    vy -= 0.5 * (np.roll(p, -1, axis=1) - np.roll(p, 1, axis=1)) / h
+    return vx, vy
+
+
+def advect(f, vx, vy):
+    rows, cols = f.shape
+    cell_ys, cell_xs = np.meshgrid(np.arange(rows), np.arange(cols))
+    center_xs = (cell_xs - vx).ravel()
+    center_ys = (cell_ys - vy).ravel()
+    left_ix = np.floor(center_xs).astype(int)
+    top_ix = np.floor(center_ys).astype(int)
+    rw = center_xs - left_ix
+    bw = center_ys - top_ix
+    left_ix = np.mod(left_ix, rows)
+    right_ix = np.mod(left_ix + 1, rows)
+    top_ix = np.mod(top_ix, cols)
+    bot_ix = np.mod(top_ix + 1, cols)
+    flat_f = (1 - rw) * ((1 - bw) * f[left_ix, top_ix] + bw * f[left_ix, bot_ix]) \
+        + rw * ((1 - bw) * f[right_ix, top_ix] + bw * f[right_ix, bot_ix])
+    return np.reshape(flat_f, (rows, cols))
+
+
+def simulate(vx, vy, smoke, num_time_steps):
+    for t in range(num_time_steps):
+        vx_updated = advect(vx, vx, vy)
+        vy_updated = advect(vy, vx, vy)
+        vx, vy = project(vx_updated, vy_updated)
+        smoke = advect(smoke, vx, vy)
+    return smoke
+
+
+def test_fluidsim_example_gives_numpys_value_and_the_finite_difference_gradient():
+    from tracked.autograd import value_and_grad
+    rows = cols = 6
+    rng = numpy.random.default_rng(0)
+    init_smoke = rng.uniform(size=(rows, cols))
+    target = rng.uniform(size=(rows, cols))
+
+    def objective(params):
+        vx = np.reshape(params[:rows * cols], (rows, cols))
+        vy = np.reshape(params[rows * cols:], (rows, cols))
+        return np.mean((target - simulate(vx, vy, init_smoke, 3)) ** 2)
+    params = rng.uniform(-0.3, 0.3, size=2 * rows * cols)
+    value, g = value_and_grad(objective)(params)
+    assert value == pytest.approx(objective(params.copy()), rel=1e-13)
+    h = 1e-6
+    for seed in range(3):
+        v = numpy.random.default_rng(seed).standard_normal(params.size)
+        fd = (objective(params + h * v) - objective(params - h * v)) / (2 * h)
+        assert g @ v == pytest.approx(fd, rel=1e-5)

@@ -13,7 +13,6 @@ import inspect
 import math
 import operator
 import sys
-import weakref
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
@@ -69,7 +68,10 @@ def apply(prim: registry.Primitive, args: Sequence[Any], kwargs: dict[str, Any])
             return prim.fn(*[plain(a) for a in args], **kwargs)
         rec = active_recorder()
         if rec is not None and rec.level == level:  # a GradientTape records this level
-            return rec.record(prim, args, kwargs)
+            out = rec.record(prim, args, kwargs)
+            if prim.view:
+                _view_hooks.note(out, args[0], (prim, args[1:], kwargs))
+            return out
     if kwargs:
         for v in kwargs.values():
             if isinstance(v, Tracked):
@@ -107,7 +109,10 @@ def apply(prim: registry.Primitive, args: Sequence[Any], kwargs: dict[str, Any])
         registry.plan_key(parents, i)           # raises the error for too many arguments
     if prim.multi and isinstance(ans, tuple):
         return record_outputs(prim, vals, kwargs, ans, parents, mask << _KEY_SHIFT | i, level)
-    return record(prim, vals, kwargs, ans, parents, mask << _KEY_SHIFT | i, level)
+    out = record(prim, vals, kwargs, ans, parents, mask << _KEY_SHIFT | i, level)
+    if prim.view:                   # NumPy's aliasing, kept by the boxes (views.py)
+        _view_hooks.note(out, args[0], (prim, args[1:], kwargs))
+    return out
 
 
 def array_operands(prim: registry.Primitive, args: Sequence[Any]) -> Sequence[Any]:
@@ -210,8 +215,6 @@ def record(prim: registry.Primitive, vals: Sequence[Any], kwargs: dict[str, Any]
         if type(a) is np.ndarray:
             protect_saved(node, saved, key)
             break
-    if prim.view and (len(parents) > 1 or parents[0][1].prim is not None):
-        _note_view(parents, weakref.ref(t))     # (a view of a leaf needs no note)
     return t
 
 
@@ -337,70 +340,43 @@ _OPERANDS = registry.OPERANDS
 _Primitive = registry.Primitive
 
 
-# A non-leaf node's ``views`` slot (unset until then) holds weak references to the
-# tracked views of its memory (``x[1:]``, ``x.T``, ...).  In-place writes are refused only
-# while such a view is still alive: a temporary view (``y[1] = y[0] * 2``) is gone by the time of
-# the write.  A permanent "viewed" mark was rejected: it refused that common idiom.
-def _note_view(parents: Sequence[tuple[int, Node]], ref: weakref.ref[Any]) -> None:
-    for _, p in parents:
-        if p.prim is not None:
-            views = getattr(p, 'views', None)
-            if views is None:
-                p.views = views = []
-            views.append(ref)
-            n = len(views)
-            if n >= 16 and not n & (n - 1):        # amortised pruning of dead views
-                views[:] = [r for r in views if r() is not None]
-            if getattr(p.prim, 'view', False):     # a view of a view views the base too
-                _note_view(p.parents, ref)
-
-
-# The errors of an in-place write that NumPy would let reach another array (reverse
-# mode's boxes and forward mode's duals raise the same ones).
+# The error of an in-place write into a view that the boxes do not track (a view of a
+# copy NumPy made, or of a value seen on another path): NumPy would change both arrays.
 VIEW_WRITE = ('in-place change of a tracked array that shares memory with another: it is a '
               'view (such as x[1:], x.T or x.reshape(...)), and NumPy would change both. Call '
               '.copy() first, or compute a new array.')
-LIVE_VIEW_WRITE = ('in-place change of a tracked array that shares memory with a view of it '
-                   'that is still in use (such as z = y[1:] or y.T): NumPy would change both. '
-                   'Drop the view, use y.copy(), or compute a new array.')
+LEAF_VIEW_WRITE = ('in-place change of a view of a leaf made by tr.param (such as x[1:] or '
+                   'x.T of a parameter): the tape cannot record it. Update the value with '
+                   'tr.data(x)[...] = ..., or compute a new array.')
 
 
-def _live_views(node: Node, value: Any, idx: Any = None) -> bool:
-    """Whether a live view of ``node`` (whose value is ``value``) shares memory with
-    the part ``idx`` (None: all)."""
-    if node.prim is None:
-        return False
-    return views_overlap(getattr(node, 'views', None), value, idx)
+def _untracked_view(view: Any, base: Any, step: Any) -> None:
+    return None
 
 
-def views_overlap(views: list[weakref.ref[Any]] | None, value: Any, idx: Any = None) -> bool:
-    """Whether one of ``views`` (weak references to tracked views, pruned of dead ones
-    here) shares memory with the part ``idx`` (None: all) of ``value``."""
-    if not views:
-        return False
-    views[:] = [r for r in views if r() is not None]
-    if not views:
-        return False
-    base = plain(value)
-    region = base
-    if idx is not None and all(type(i) in (int, slice) or i is None or i is Ellipsis or
-                               isinstance(i, np.integer) for i in
-                               (idx if type(idx) is tuple else (idx,))):
-        region = base[idx]               # basic index: exactly the memory written
-        if not isinstance(region, np.ndarray):
-            region = base
-    for r in views:
-        v = r()
-        if v is not None:
-            try:
-                # NumPy 2.4's stubs allow max_work only -1 or 0; it documents and takes any
-                # bound (2.5's stubs agree: the ignore is unused there)
-                if np.shares_memory(plain(v), region,
-                                    max_work=10000):  # type: ignore[arg-type, unused-ignore]
-                    return True
-            except np.exceptions.TooHardError:
-                return True
+def _untracked_write(box: Any, new: Any) -> bool:
     return False
+
+
+class _ViewHooks:
+    """What the boxes call when a view is made and when one is written: tracked/views.py's
+    ``note`` and ``write``, registered by the package (``register_views``).  Until then
+    views are not tracked and writes through them are refused (``VIEW_WRITE``)."""
+
+    def __init__(self) -> None:
+        self.note: Callable[[Any, Any, Any], None] = _untracked_view
+        self.write: Callable[[Any, Any], bool] = _untracked_write
+
+
+_view_hooks = _ViewHooks()
+
+
+def register_views(note: Callable[[Any, Any, Any], None],
+                   write: Callable[[Any, Any], bool]) -> None:
+    """Make ``note(view, base, step)`` and ``write(box, new) -> handled`` the boxes' view
+    tracking (tracked/views.py; called once by the package's ``__init__``)."""
+    _view_hooks.note = note
+    _view_hooks.write = write
 
 
 def call(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -686,6 +662,8 @@ class Tracked:
     # Held in the subclasses' slots (annotations only):
     _node: Any                  # its tape ``Node`` (forward mode's ``Dual``: a ``DualLevel``)
     _value: Any                 # its value: plain, or tracked at a lower level
+    _alias: Any                 # views.py: the Alias it shares memory in (unset: none)
+    _chain: Any                 # views.py: the view steps from its Alias's root
 
     def _as_int(self) -> Tracked:
         """This 0-d integer value as a ``TrackedInt`` (integer arithmetic, ``IntBehaviour``)."""
@@ -928,8 +906,11 @@ class Tracked:
                 # value, recorded without classifying the index or apply's search for
                 # tracked arguments (a third of the cost of x[1:]).
                 node = self._node
-                return record(_FAST['slice'], (v, idx), _NOKW, v[idx], ((0, node),), _KEY_X,
-                              node.level)
+                t = record(_FAST['slice'], (v, idx), _NOKW, v[idx], ((0, node),), _KEY_X,
+                           node.level)
+                if node.prim is not None:            # a leaf's views are refused writes
+                    _view_hooks.note(t, self, (_FAST['slice'], (idx,), _NOKW))
+                return t
         else:                                   # (_plain_index leaves a slice as it is)
             idx = plain_index(self, idx)
         return call(operator.getitem, self, idx)
@@ -942,19 +923,15 @@ class Tracked:
         """Point this box at ``new``'s entry: in-place syntax, functional recording.
 
         The old entry stays on the tape untouched, so pullbacks that saved the old
-        value stay correct.  What cannot be made correct is refused: a leaf (its
-        gradient buffer would silently detach) and memory shared with a view
-        (NumPy would change the other array too, the tape would not).
+        value stay correct.  A box sharing memory with others (a view, or the base of
+        live views) changes them all as NumPy would (``views.write``).  Refused: a
+        leaf (its gradient buffer would silently detach) and the views of one.
         """
         node = self._node
         if node.prim is None:
             raise ValueError('in-place change of a leaf made by tr.param: the tape cannot '
                              'record it. Update its value with tr.data(x)[...] = ..., or '
                              'compute a new array (y = x + v).')
-        if getattr(node.prim, 'view', False):
-            raise ValueError(VIEW_WRITE)
-        if _live_views(node, self._value, idx):
-            raise ValueError(LIVE_VIEW_WRITE)
         if not isinstance(new, Tracked):
             raise TypeError('in-place operation produced an untracked value')
         if new.dtype != self.dtype:
@@ -962,6 +939,11 @@ class Tracked:
         if new.shape != self.shape:
             raise ValueError(f'in-place operation would change the shape from {self.shape} '
                              f'to {new.shape}')
+        alias = getattr(self, '_alias', None)
+        if alias is not None and _view_hooks.write(self, new):
+            return
+        if alias is None and getattr(node.prim, 'view', False):
+            raise ValueError(LEAF_VIEW_WRITE if leaf_root(node) is not None else VIEW_WRITE)
         self._node = new._node
         self._value = new._value
 
@@ -1014,8 +996,9 @@ class Tracked:
 
 
 class Boxed(Tracked):
-    """The slots of the tracked array types."""
-    __slots__ = ('_node', '_value', '__weakref__')
+    """The slots of the tracked array types (``_alias``, ``_chain``: unset unless the box
+    shares memory with others, see views.py)."""
+    __slots__ = ('_node', '_value', '__weakref__', '_alias', '_chain')
 
 
 class TrackedArray(Boxed):
@@ -1479,3 +1462,4 @@ def back(y: Tracked, dy: npt.ArrayLike | None = None, retain_graph: bool = False
                 g.add_into(buf)         # slices of a parameter: no zero-filled copy
             else:
                 buf += plain(g)
+
