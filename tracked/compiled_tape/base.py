@@ -21,7 +21,7 @@ from .guards import Guard, TapeGuardError
 from .plan import Fallback
 from .program import Program
 from .record import Instr, Recorder
-from .signature import as_input, check_leaves, leaf_spec
+from .signature import aliased_out_error, as_input, check_leaves, leaf_spec
 from .tiers import CompileError, Tiering
 from .trees import flatten_args, arg_leaves
 
@@ -70,6 +70,7 @@ class Tape:
         self.compiled: CompiledProgram | None = None
         self._compile_mode: str | None = None    # None, 'foreground' or 'background'
         self._tiering: Tiering | None = None
+        self._now = self._public = self          # see _retrace
         self._record(args)
 
     # -- recording ------------------------------------------------------------
@@ -117,8 +118,8 @@ class Tape:
         self.program = Program(rec, outputs)
         self.n_outputs = len(outputs)
         self.out_specs, self.placements = self._layout()
-        for name in ('_out_checker', '_out_checked', '_out_last'):
-            self.__dict__.pop(name, None)
+        self.__dict__.pop('_out_checker', None)
+        self._outs: dict[Any, Any] = {}            # out= trees checked (signature.out_leaves)
         self.compiled = None
         if self._compile_mode is not None:         # retraced: compile the new program
             self._start_compile(self._compile_mode == 'background')
@@ -140,6 +141,8 @@ class Tape:
         self.__dict__.update(state)
         self.compiled = None
         self._tiering = None
+        self._now = self._public = self
+        self._outs = {}
         self._checker = self.treedef.matcher(self._checks, distinct=self.per_arg)
         if self._compile_mode is not None:
             try:                 # in the foreground: a worker's first call uses it
@@ -153,9 +156,36 @@ class Tape:
                     f'uncompiled and replay it in NumPy.') from e
         self._install_calls()
 
-    def __copy__(self):                   # compile() copies: a plain shallow copy
+    def __copy__(self):
+        """A tape of its own (compile() copies) sharing the recording."""
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
+        new._now = new._public = new
+        new._outs = {}
+        return new
+
+    # -- threads: a recording is never changed under a call --------------------------
+    def _current(self):
+        """The tape's recording now: the object whose attributes a call reads (the tape
+        itself until a retrace; see ``_retrace``)."""
+        return self._public._now
+
+    def _retrace(self, args):
+        """Record ``f`` again on ``args`` (a guard failed) and make the new recording the
+        tape's whole state at once; returns it.
+
+        Calls under way in other threads finish on the recording they started with:
+        each reads one (``_current()``) and keeps it.  Re-recording in place would
+        change the program, its outputs and the compiled code under them, between one
+        attribute and the next.  The new recording is a copy whose attribute dict the
+        tape then takes as its own (one assignment).
+        """
+        import copy
+        new = copy.copy(self)
+        new._record(args)
+        pub = self._public
+        new._public = pub
+        pub.__dict__ = new.__dict__
         return new
 
     # -- compiling ------------------------------------------------------------------
@@ -233,8 +263,7 @@ class Tape:
         giving the other outputs by index."""
         c = self.compiled
         if c is not None:
-            c.run(leaves, outs)
-            return c.getter(leaves, outs)
+            return c.run(leaves, outs).__getitem__
         vals = self.program.run(self._inputs(leaves))
         t = self._tiering
         if t is not None and not t.go.is_set():
@@ -262,22 +291,25 @@ class Tape:
                     type(x) is np.ndarray for x in leaves) else leaves
 
     def _run(self, args, outs=None):
-        """Check ``args`` and replay into ``outs`` (fresh arrays if None); retrace on a
-        failed guard if asked to.  Returns (getter of unplaced outputs, outs)."""
+        """Check ``args`` and replay this recording into ``outs`` (fresh arrays if None);
+        retrace on a failed guard if asked to.  Returns (the recording that answered,
+        getter of its unplaced outputs, outs)."""
         leaves = self._leaves(args)
         given = outs is not None
         if not given:
             outs = self._new_outs()
+        elif self.compiled is None:      # compiled: the entry refuses (vm.ALIASED)
+            _refuse_aliasing(leaves, outs)
         try:
-            return self._exec(leaves, outs), outs
+            return self, self._exec(leaves, outs), outs
         except TapeGuardError:
             if self.on_guard != 'retrace':
                 raise
-            self._record(args)
+            new = self._retrace(args)
             # the new path may produce other outputs (a gradient that is now None):
             # fresh buffers, or a clear error if the caller's out= no longer fits
-            outs = self._check_out(outs) if given else self._new_outs()
-            return self._exec(self._leaves(args), outs), outs
+            outs = new._check_out(outs) if given else new._new_outs()
+            return new, new._exec(new._leaves(args), outs), outs
 
     # -- printing ----------------------------------------------------------------
     @property
@@ -299,8 +331,16 @@ class Tape:
                 f'{len(self.program.instrs)} instructions, {len(self.program.guards)} guards>')
 
 
-# Per process: generated code, the compiled program, the background compilation.
-_PER_PROCESS = ('_checker', '_out_checker', '_out_checked', '_out_last', '_diffset_cache',
+def _refuse_aliasing(leaves, outs):
+    """A clear error if an ``out=`` array shares memory with an input array."""
+    for g in outs:
+        if any(type(x) is np.ndarray and np.may_share_memory(g, x) for x in leaves):
+            raise aliased_out_error()
+
+
+# Per process: generated code, the compiled program, the background compilation; the
+# recording's links (reset where the tape lands) and the out= trees it has checked.
+_PER_PROCESS = ('_checker', '_out_checker', '_outs', '_now', '_public', '_diffset_cache',
                 'compiled', '_tiering', 'gradient', 'withgradient')
 
 
