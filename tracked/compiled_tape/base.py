@@ -74,10 +74,16 @@ class Tape:
         self._record(args)
 
     # -- recording ------------------------------------------------------------
-    def _record(self, args):
+    def _record(self, args, given=frozenset()):
         """Record ``f`` on ``args``: their tree, leaf specs and generated checker; the
         program (forward and backward passes, guards); the output layout.  Run again on
-        a retrace, which also recompiles a compiled tape."""
+        a retrace, which also recompiles a compiled tape.
+
+        Integer arrays in ``wrt`` are differentiated as float64, as ``tr.gradient``
+        does; those that got no derivative (labels, indices) are then recorded again
+        as ``given``: integer inputs of the tape, like bool arrays, so that the program
+        reads them as ``f`` would (labels as integers: no check that float labels are
+        whole numbers, cast-free kernels)."""
         leaves, arg_defs = flatten_args(args)
         self.arg_defs = arg_defs                   # one TreeDef per argument
         self.treedef = tuple_def(arg_defs)         # the argument tuple as one tree
@@ -86,7 +92,8 @@ class Tape:
         per_arg = arg_leaves(arg_defs)
         diff: set[int] = set()
         for a in self.wrt:
-            diff.update(p for p in per_arg[a] if self.specs[p][1].kind in 'fiuc')
+            diff.update(p for p in per_arg[a] if self.specs[p][1].kind in 'fiuc'
+                        and p not in given)
         self.diff = sorted(diff)
         self._diffset = frozenset(diff)
         self.has_int_diff = any(self.specs[p][1].kind in 'iu' and self.specs[p][0] != ()
@@ -115,6 +122,11 @@ class Tape:
             outputs = self._trace(rec, inputs)
         finally:
             pop_recorder(rec)
+        underived = frozenset(p for p in diff if self.specs[p][1].kind in 'iu' and
+                              self.specs[p][0] != () and not self._derived(p))
+        if underived:
+            self._record(args, given | underived)
+            return
         self.program = Program(rec, outputs)
         self.n_outputs = len(outputs)
         self.out_specs, self.placements = self._layout()
@@ -210,8 +222,10 @@ class Tape:
         """Run ``prog`` once on the recorded values (its entry compiles or loads now)."""
         full: list[Any] = [None] * len(self.specs)
         for ins in self.program.instrs:
-            if ins.kind == 'input':
-                full[ins.pos] = ins.value
+            if ins.kind == 'input':       # as the caller gives it (integers as integers)
+                v = ins.value
+                full[ins.pos] = v.astype(self.specs[ins.pos][1]) if \
+                    isinstance(v, np.ndarray) and v.dtype != self.specs[ins.pos][1] else v
         for p, x in enumerate(full):
             if x is None:
                 full[p] = np.zeros(*self.specs[p])
@@ -222,6 +236,11 @@ class Tape:
         if self._tiering is tiering and self.program is prog.program:
             self.compiled = prog
             self._install_calls()
+
+    def _derived(self, p):
+        """Whether differentiated leaf ``p`` has a derivative among the outputs (a
+        Jacobian has a column for each, zeros or not)."""
+        return True
 
     def _install_calls(self):
         """Install the generated calls of the current state (GradientTape: calls.py)."""

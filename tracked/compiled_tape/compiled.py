@@ -214,9 +214,13 @@ class CompiledProgram:
                                                tuple(x * base.itemsize for x in s.strides))
 
     def _python_step(self, f, step, leaves, outs):
-        """A fallback (the instruction in NumPy, its value into memory) or a guard."""
+        """A fallback (the instruction in NumPy, its value into memory), an input
+        converted in NumPy (plan.Planner.convert) or a guard."""
         i = step.instrs[0]
         ins = self.program.instrs[i]
+        if step.kind == 'convert':
+            self._value(f, i, leaves, outs)[...] = leaves[ins.pos]
+            return
         if step.kind == 'fallback':
             args = []
             for a in ins.args:

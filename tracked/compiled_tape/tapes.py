@@ -79,6 +79,9 @@ class GradientTape(Tape):
 
     ``wrt`` (argument positions, default all) selects the arguments that get a
     gradient; the others are inputs whose values may change between calls (data).
+    Integer arrays are differentiated as float64, as ``tr.gradient`` does; one that
+    gets no gradient (labels, indices) is then recorded as given, an integer input
+    like data (``f`` runs once more for that).
     ``tape(*args)`` is the value, ``tape.gradient(*args)`` one gradient per argument
     (``None`` outside ``wrt``), ``tape.withgradient(*args)`` both; none of them runs
     ``f`` again.  ``tr.compile(tape)`` makes a numba version of it.
@@ -121,6 +124,9 @@ class GradientTape(Tape):
                 g = np.array(g, dtype=dtype)
             grads.append(rec.output(g))
         return val_specs + grads
+
+    def _derived(self, p):
+        return p in self.grad_leaves
 
     def _layout(self):
         """One output array per gradient, each gradient placed whole in its own."""
