@@ -6,6 +6,8 @@ case is checked by code generated for the recorded structure (``TreeDef.matcher`
 and the straight-line calls of calls.py); the functions here are the general path
 and say exactly what differs when something does.
 """
+import operator
+
 import numpy as np
 
 from ..tree_util import flatten
@@ -91,8 +93,8 @@ def out_leaves(tape, out):
 
     ``tape._outs`` remembers a few trees, so that threads with an ``out=`` each do
     not check theirs on every call: a tuple of arrays by identity (it cannot
-    change), another tree by the identities of its arrays, which are checked again
-    if it holds others.
+    change), another tree by its arrays once its matcher found them (shapes and
+    dtypes checked).
     """
     known = tape._outs
     hit = known.get(id(out))
@@ -106,17 +108,18 @@ def out_leaves(tape, out):
     if leaves is None:
         leaves = [g for g in out if g is not None] if simple else \
             flatten(out, lambda g: isinstance(g, np.ndarray))[0]
-    if not simple:
-        for old in known.values():
-            if old[0] is None and len(old[1]) == len(leaves) and all(
-                    a is b and a.shape == s[0]
-                    for a, b, s in zip(leaves, old[1], tape.out_specs)):
-                return leaves
+    elif not simple and leaves:
+        hit = known.get(id(leaves[0]))
+        if hit is not None and hit[0] is None and all(map(operator.is_, leaves, hit[1])):
+            return leaves
     check_out(tape, leaves)
     if len(known) >= MAX_OUTS:
         known.clear()
     # an entry keeps what it identifies alive, so that no other object takes its id
-    known[id(out) if simple else id(leaves)] = (out if simple else None, leaves)
+    if simple:
+        known[id(out)] = (out, leaves)
+    elif leaves:
+        known[id(leaves[0])] = (None, leaves)
     return leaves
 
 
