@@ -10,6 +10,7 @@ other call, and every call that needs more than the common case, comes here.
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -192,7 +193,6 @@ class Tape:
         attribute and the next.  The new recording is a copy whose attribute dict the
         tape then takes as its own (one assignment).
         """
-        import copy
         new = copy.copy(self)
         new._record(args)
         pub = self._public

@@ -10,10 +10,11 @@ passed in (``out=``) or allocated by the caller; a call allocates no array.
 
 Threads: a call writes its intermediates into the arenas and its arrays' addresses
 into ``T``, and the entry runs without the GIL, so two calls at once need two
-frames.  Each call takes one from the program's pool and gives it back; the pool
-grows to the largest number of calls ever under way at once.  (One lock around the
-call would serialise the threads; a frame per thread, ``threading.local``, would
-cost as much per call and keep a frame per thread that ever called.)
+frames.  Each call takes one from the program's pool and gives it back (a list's
+pop and append: 30 ns, atomic); the pool grows to the largest number of calls ever
+under way at once.  Rejected: one lock around the call (170 ns taken and released
+here, and it serialises the threads) and a frame per thread (a ``threading.local``
+read costs 70 ns, and each thread that ever called would keep its frame).
 """
 from typing import Any
 
@@ -31,7 +32,8 @@ __all__ = ['CompiledProgram', 'Frame']
 
 def _aligned(n, dtype):
     """``n`` zeros of ``dtype`` starting at a 64-byte boundary: every frame's arenas are
-    aligned alike, so vectorised loops split their sums alike (bit-identical results)."""
+    aligned alike, so that a vectorised loop that peels for alignment splits its sums
+    alike in every frame (a call's result must not depend on the frame it got)."""
     dtype = np.dtype(dtype)
     raw = np.zeros(n * dtype.itemsize + 64, dtype=np.uint8)
     start = -raw.ctypes.data % 64
