@@ -96,13 +96,17 @@ class AutoCompiled(ADType):
                 val, grads = _replay(tape, args, out)
             except TapeGuardError:
                 continue
-            if n:
-                tapes.insert(0, tapes.pop(n))  # the path taken last is tried first
+            if n:                              # the path taken last is tried first
+                try:                           # (not pop(n): another thread may be
+                    tapes.remove(tape)         # moving it, and n be out of date)
+                    tapes.insert(0, tape)
+                except ValueError:
+                    pass
             return val, grads
         try:
             tape = GradientTape(f, *args, wrt=wrt)
         except OuterTrackedError:              # f closes over an outer tracked value
-            del self.tapes[key]
+            self.tapes.pop(key, None)
             return self._eager(f, args, wrt, out)
         if self.compile:
             tape = compile_tape(tape)

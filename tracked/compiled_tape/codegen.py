@@ -81,9 +81,10 @@ class Kernel:
 class Step:
     """One VM step: ``kernel`` (None: run in Python) called on the arrays at ``slots``
     (one per array parameter, in its dtype's tuple) with ``params`` after them in
-    ``T``.  ``kind`` is 'ew', 'reduce', 'matmul', 'fill', 'guard', 'fallback' or
-    'pyguard'; ``instrs`` the instructions it computes; ``guard`` the index of the
-    program guard it checks (-1: none)."""
+    ``T``.  ``kind`` is 'ew', 'reduce', 'matmul', 'fill', 'guard', 'fallback',
+    'convert' (an integer input to float64 in NumPy) or 'pyguard'; ``instrs`` the
+    instructions it computes; ``guard`` the index of the program guard it checks
+    (-1: none)."""
 
     __slots__ = ('kind', 'kernel', 'slots', 'params', 'instrs', 'guard')
 
