@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import registry
-from .conversions import conversion_error
+from .conversions import conversion_error, library_caller
 from . import tape as _tape
 from .tape import (Cotangents, Node, SparseCotangent, backward, new_node, recording_paused,
                    active_recorder)
@@ -818,7 +818,10 @@ class Tracked:
             return self._concrete(kind)
         if _formatting_as_text(sys._getframe(2)):
             return plain(self)
-        raise TypeError(_conversion_message(call))
+        caller = library_caller(2)          # SciPy's quad, brentq, ...: name the one called
+        raise TypeError(_conversion_message(call) if caller is None else
+                        f'{caller[0]} calls {call} on a tracked value.{caller[1]} '
+                        f'{_conversion_message(call)}')
 
     def __index__(self) -> int:
         value = self._concrete('index')
