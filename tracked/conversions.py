@@ -1,4 +1,5 @@
-"""The error for a tracked value converted to a plain array, naming who converted it.
+"""The error for a tracked value converted to a plain array, naming who converted it;
+and the one for a tracked value passed to a numba-compiled function.
 
 NumPy's protocols reach tracked only when NumPy dispatches; a NumPy or SciPy function
 that converts its arguments with ``np.asarray`` first (``scipy.special.logsumexp``,
@@ -12,8 +13,9 @@ from __future__ import annotations
 import importlib
 import sys
 from types import FrameType, FunctionType
+from typing import Any
 
-__all__ = ['ConversionError', 'conversion_error', 'library_caller']
+__all__ = ['ConversionError', 'conversion_error', 'library_caller', 'numba_type']
 
 _GENERIC = ('a tracked value cannot be converted to a plain NumPy array silently: that would '
             'drop its gradient. Use tr.data(x) for the value; to build an array from tracked '
@@ -162,3 +164,44 @@ def _numpy_hint(sub: str | None, func: str) -> str:
         return (f' tracked.numpy{"." + sub if sub else ""}.{func} (import tracked.numpy as np) '
                 f'accepts tracked values there.')
     return ''
+
+
+def numba_type(value: Any) -> Any:
+    """What numba's ``typeof`` reads from a tracked value (``Tracked._numba_type_``): a
+    ``TypeError`` naming the compiled function and the two ways out, instead of
+    numba's ``TypingError`` about an unknown type deep in its pipeline.  A function
+    numba compiles in object mode (``forceobj=True``) runs Python code, which takes
+    tracked values: there the value is a Python object.  numba is imported by then.
+
+    >>> import numpy as np, tracked as tr
+    >>> try:
+    ...     numba_type(tr.param(np.ones(2)))
+    ... except TypeError as e:
+    ...     print(str(e)[:54])
+    a numba-compiled function cannot take a tracked value
+    """
+    dispatcher = _numba_dispatcher()
+    options = getattr(dispatcher, 'targetoptions', {})
+    if options.get('forceobj') or options.get('nopython') is False:
+        from numba.core import types
+        return types.pyobject
+    py_func = getattr(dispatcher, 'py_func', None)
+    name = 'a numba-compiled function' if py_func is None else \
+        f'{py_func.__module__}.{py_func.__qualname__} (compiled by numba)'
+    raise TypeError(f'{name} cannot take a tracked value ({type(value).__name__}): numba '
+                    f'types its arguments itself, so NumPy never hands the call to tracked, '
+                    f'and the gradient would be lost. Wrap the call in @tr.rule -- a forward '
+                    f'that calls it on plain arrays and returns (value, pullback), with the '
+                    f'pullback written in NumPy: derivatives of every order then -- or call '
+                    f'it on tr.data(x) if you do not need its gradient.')
+
+
+def _numba_dispatcher() -> Any:
+    """The numba dispatcher typing its arguments in a frame above (None if there is none)."""
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == 'typeof_pyval' and \
+                _package(frame.f_globals.get('__name__')) == 'numba':
+            return frame.f_locals.get('self')
+        frame = frame.f_back
+    return None

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import registry
-from .conversions import conversion_error, library_caller
+from .conversions import conversion_error, library_caller, numba_type
 from . import tape as _tape
 from .tape import (Cotangents, Node, SparseCotangent, backward, new_node, recording_paused,
                    active_recorder)
@@ -686,6 +686,13 @@ class Tracked:
     # Held in the subclasses' slots (annotations only):
     _node: Any                  # its tape ``Node`` (forward mode's ``Dual``: a ``DualLevel``)
     _value: Any                 # its value: plain, or tracked at a lower level
+
+    @property
+    def _numba_type_(self) -> Any:
+        """numba's hook for the type of an argument: refuses, naming the compiled function
+        (``conversions.numba_type``).  Read by numba only: ``import tracked`` never
+        imports numba."""
+        return numba_type(self)
 
     def _as_int(self) -> Tracked:
         """This 0-d integer value as a ``TrackedInt`` (integer arithmetic, ``IntBehaviour``)."""
