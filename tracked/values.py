@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import registry
-from .conversions import conversion_error
+from .conversions import conversion_error, library_caller, numba_type
 from . import tape as _tape
 from .tape import (Cotangents, Node, SparseCotangent, backward, new_node, recording_paused,
                    active_recorder)
@@ -665,6 +665,13 @@ class Tracked:
     _alias: Any                 # views.py: the Alias it shares memory in (unset: none)
     _chain: Any                 # views.py: the view steps from its Alias's root
 
+    @property
+    def _numba_type_(self) -> Any:
+        """numba's hook for the type of an argument: refuses, naming the compiled function
+        (``conversions.numba_type``).  Read by numba only: ``import tracked`` never
+        imports numba."""
+        return numba_type(self)
+
     def _as_int(self) -> Tracked:
         """This 0-d integer value as a ``TrackedInt`` (integer arithmetic, ``IntBehaviour``)."""
         return TrackedInt.make(self._value, self._node)
@@ -796,7 +803,10 @@ class Tracked:
             return self._concrete(kind)
         if _formatting_as_text(sys._getframe(2)):
             return plain(self)
-        raise TypeError(_conversion_message(call))
+        caller = library_caller(2)          # SciPy's quad, brentq, ...: name the one called
+        raise TypeError(_conversion_message(call) if caller is None else
+                        f'{caller[0]} calls {call} on a tracked value.{caller[1]} '
+                        f'{_conversion_message(call)}')
 
     def __index__(self) -> int:
         value = self._concrete('index')

@@ -13,7 +13,8 @@ names, so that changing one import line is all a program needs::
 
 Submodules: ``special`` (logsumexp, softmax, log_softmax, polygamma, multigammaln),
 ``stats`` (distributions' densities and distribution functions), ``linalg`` (expm,
-sqrtm, logm, solve_triangular, cho_factor/cho_solve, lu_factor/lu_solve),
+sqrtm, logm, solve_triangular, cho_factor/cho_solve, lu_factor/lu_solve,
+solve_sylvester, solve_banded),
 ``signal`` (convolve, correlate), ``integrate`` (odeint, solve_ivp by the adjoint
 method).  Every name a submodule does not define is SciPy's own object (it works on
 plain values); any other SciPy subpackage is SciPy's (``tracked.scipy.optimize``).
