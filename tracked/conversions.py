@@ -66,28 +66,39 @@ def _library_caller(depth: int) -> tuple[str, str] | None:
     if '<locals>' in qualname:          # a decorator's wrapper: the package is all we know
         return f'a {".".join(module.split(".")[:2])} function', ''
     parts = qualname.split('.')
+    self = outer.f_locals.get('self')
+    if len(parts) > 1 and parts[0].startswith('_') and self is not None:
+        parts[0] = type(self).__name__      # a private base's method: the user's class
     # a method (np.vectorize.__call__, rv_continuous.logpdf): the class names the callable
     # unless the method is a public one of its own
     func = parts[0] if len(parts) > 1 and parts[-1].startswith('_') else '.'.join(parts)
     if module.startswith('scipy'):
-        package = '.'.join(module.split('.')[:2])
+        # the public package: scipy.sparse.linalg for scipy.sparse.linalg._dsolve.linsolve
+        names = module.split('.')
+        package = '.'.join(names[:next((k for k, n in enumerate(names) if n.startswith('_')),
+                                       len(names))])
         return f'{package}.{func}', _scipy_hint(package, func)
     sub = next((s for s in ('linalg', 'fft', 'random') if module.startswith(f'numpy.{s}')), None)
     return (f'np.{sub}.{func}' if sub else f'np.{func}'), _numpy_hint(sub, func)
 
 
 def _scipy_hint(package: str, func: str) -> str:
-    sub = package.split('.')[-1]
+    sub = package.partition('.')[2]                  # 'sparse.linalg'
     try:
         mod = importlib.import_module(f'tracked.scipy.{sub}')
     except ImportError:
         return ''
+    own = getattr(mod, 'conversion_hint', None)      # a module's word on its own cases
+    hint = own(func) if own is not None else None
+    if hint is not None:
+        return hint
     names = getattr(mod, '__all__', ())
     base = func.split('.')[0]
+    parent, _, last = f'tracked.scipy.{sub}'.rpartition('.')
     if base in names:
-        return (f' Use tracked.scipy.{sub}.{base} instead (from tracked.scipy import {sub}): '
+        return (f' Use tracked.scipy.{sub}.{base} instead (from {parent} import {last}): '
                 f'the same function, differentiable.')
-    return (f' tracked.scipy.{sub} (from tracked.scipy import {sub}) differentiates '
+    return (f' tracked.scipy.{sub} (from {parent} import {last}) differentiates '
             f'{", ".join(names)}.')
 
 
