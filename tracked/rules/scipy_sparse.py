@@ -26,7 +26,9 @@ or columns), so the gradient of the stored values comes back in the user's order
   adjoint is the same method on ``A^H`` (``cg`` and ``minres`` assume ``A`` Hermitian,
   as SciPy does), so gradients are as accurate as the solver's tolerances.
 
-Compiled tapes run these in NumPy and SciPy (a step of their own each).  Imported by
+Compiled tapes compute both products with numba kernels (``kernel='coo_matmul'``,
+``'coo_sample'``: float64 and float32) and run the solvers in SciPy, a step of their
+own (SuperLU and the Krylov solvers are compiled code already).  Imported by
 ``tracked.scipy.sparse`` only: ``import tracked`` does not import ``scipy.sparse``.
 """
 import threading
@@ -93,7 +95,7 @@ def _sample_vjp_v(g, ans, u, v, row, col):
 
 
 defvjp(coo_sample, _sample_vjp_u, _sample_vjp_v, None, None,
-       name='scipy.sparse sampled product', linear='each')
+       name='scipy.sparse sampled product', linear='each', kernel='coo_sample')
 
 
 def _matmul_vjp_data(g, ans, data, x, row, col, nrows):
@@ -105,7 +107,7 @@ def _matmul_vjp_x(g, ans, data, x, row, col, nrows):
 
 
 defvjp(coo_matmul, _matmul_vjp_data, _matmul_vjp_x, None, None, None,
-       name='scipy.sparse product (A @ x)', linear='each')
+       name='scipy.sparse product (A @ x)', linear='each', kernel='coo_matmul')
 
 
 # --------------------------------------------------------------------------
