@@ -655,19 +655,20 @@ _ndarray = np.ndarray
 _OWN_OPERATORS = object()   # a type with ``__array_ufunc__ = None``: its operators decide
 _FOREIGN: list[tuple[Callable[[type], bool], Callable[[Any], Any]]] = []
 _FOREIGN_KINDS: dict[type, Any] = {}        # operand type -> converter, _OWN_OPERATORS, None
-_DEFERS: list[Callable[[Any], bool]] = []
+_DISPATCHERS: list[Callable[[Any, Any], Any]] = []
 
 
 def register_foreign_operand(accepts: Callable[[type], bool], convert: Callable[[Any], Any],
-                             defers: Callable[[Any], bool] | None = None) -> None:
+                             dispatcher: Callable[[Any, Any], Any] | None = None) -> None:
     """Let the operators of tracked values (``x @ A``, ``A @ x``, ``x * A``, ...) take
     operands of the types ``accepts(type)`` admits, which NumPy cannot convert:
     ``convert(A)`` gives an object whose operators take tracked values (its type sets
     ``__array_ufunc__ = None``, NumPy's sign that its operators decide, which tracked
-    values honour as arrays do).  ``defers(frame)`` names the library code that asks
-    ``np.asarray`` for a tracked operand only to decide whether to return
-    ``NotImplemented`` (given a 0-d object array), so that Python calls the tracked
-    value's reflected operator; anyone else asking gets the ``ConversionError``.
+    values honour as arrays do).  ``dispatcher(frame, x)`` answers library code that
+    asks ``np.asarray`` for tracked ``x`` only to decide how to dispatch (to return
+    ``NotImplemented`` on a 0-d object array, so that Python calls ``x``'s reflected
+    operator): the array ``Tracked.__array__`` gives it, or None for any other caller,
+    which gets the ``ConversionError``.
 
     >>> import numpy as np, tracked as tr
     >>> class Twice:
@@ -678,8 +679,8 @@ def register_foreign_operand(accepts: Callable[[type], bool], convert: Callable[
     """
     _FOREIGN.append((accepts, convert))
     _FOREIGN_KINDS.clear()
-    if defers is not None:
-        _DEFERS.append(defers)
+    if dispatcher is not None:
+        _DISPATCHERS.append(dispatcher)
 
 
 def foreign_operation(op: Callable[[Any, Any], Any], x: Tracked, other: Any,
@@ -708,14 +709,6 @@ def _foreign_kind(t: type) -> Any:
             kind = next((convert for accepts, convert in _FOREIGN if accepts(t)), None)
         _FOREIGN_KINDS[t] = kind
     return kind
-
-
-def _object_scalar(x: Any) -> np.ndarray:
-    """A 0-d object array holding ``x``: what a library's operator takes as its sign to
-    return ``NotImplemented`` (see ``register_foreign_operand``)."""
-    out = np.empty((), dtype=object)
-    out[()] = x
-    return out
 
 
 def _sequence_operand(x: Sequence[Any]) -> np.ndarray:
@@ -848,10 +841,10 @@ class Tracked:
                         f'and differentiate where it arrives.')
 
     def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
-        if _DEFERS:
-            caller = sys._getframe(1)
-            if any(defers(caller) for defers in _DEFERS):
-                return _object_scalar(self)
+        for dispatcher in _DISPATCHERS:          # see register_foreign_operand
+            answer = dispatcher(sys._getframe(1), self)
+            if answer is not None:
+                return answer
         raise conversion_error()
 
     # -- concretisation (guards in recorded tapes) ---------------------------
