@@ -31,6 +31,7 @@ Compiled tapes compute both products with numba kernels (``kernel='coo_matmul'``
 own (SuperLU and the Krylov solvers are compiled code already).  Imported by
 ``tracked.scipy.sparse`` only: ``import tracked`` does not import ``scipy.sparse``.
 """
+import hashlib
 import threading
 from collections import OrderedDict
 
@@ -116,7 +117,7 @@ defvjp(coo_matmul, _matmul_vjp_data, _matmul_vjp_x, None, None, None,
 
 _FACTORS: OrderedDict = OrderedDict()
 _FACTORS_LOCK = threading.Lock()
-_MAX_FACTORS = 8
+_MAX_FACTORS = 4          # a solve and its adjoint, repeated solves: the latest few matrices
 
 
 def factor(data, row, col, n):
@@ -128,7 +129,11 @@ def factor(data, row, col, n):
     >>> factor(np.array([2.0, 4.0]), np.array([0, 1]), np.array([0, 1]), 2).solve(np.ones(2))
     array([0.5 , 0.25])
     """
-    key = (data.dtype.str, n, data.tobytes(), row.tobytes(), col.tobytes())
+    digest = hashlib.blake2b(digest_size=20)
+    for a in (data, row, col):
+        digest.update(a.dtype.str.encode())
+        digest.update(memoryview(np.ascontiguousarray(a)).cast('B'))
+    key = (n, digest.digest())
     with _FACTORS_LOCK:
         lu = _FACTORS.get(key)
         if lu is not None:
