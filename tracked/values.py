@@ -592,7 +592,7 @@ def _binop(uf: np.ufunc, op: Callable[[Any, Any], Any]
             if not (scalar or both) and type(other) is not _ndarray:
                 if type(other) in _SEQUENCES:
                     other = _sequence_operand(other)    # a pullback must never see a list
-                else:                                   # e.g. a SciPy sparse matrix
+                elif _FOREIGN_KINDS.get(type(other)) is not _NOT_FOREIGN:  # SciPy's sparse
                     out = foreign_operation(op, self, other, pos == 1)
                     if out is not None:
                         return out
@@ -653,8 +653,10 @@ _ndarray = np.ndarray
 # --------------------------------------------------------------------------
 
 _OWN_OPERATORS = object()   # a type with ``__array_ufunc__ = None``: its operators decide
+_NOT_FOREIGN = object()     # NumPy takes it (np.float32(2), complex): the common case
 _FOREIGN: list[tuple[Callable[[type], bool], Callable[[Any], Any]]] = []
-_FOREIGN_KINDS: dict[type, Any] = {}        # operand type -> converter, _OWN_OPERATORS, None
+# operand type -> converter, _OWN_OPERATORS or _NOT_FOREIGN (a dict lookup per operation)
+_FOREIGN_KINDS: dict[type, Any] = {}
 _DISPATCHERS: list[Callable[[Any, Any], Any]] = []
 
 
@@ -689,7 +691,7 @@ def foreign_operation(op: Callable[[Any, Any], Any], x: Tracked, other: Any,
     cannot take (see ``register_foreign_operand``), or NotImplemented for one whose own
     operators decide; None when ``other`` is not such an operand."""
     kind = _foreign_kind(type(other))
-    if kind is None:
+    if kind is _NOT_FOREIGN:
         return None
     if kind is _OWN_OPERATORS:
         return NotImplemented                   # Python calls other's operator
@@ -699,14 +701,14 @@ def foreign_operation(op: Callable[[Any, Any], Any], x: Tracked, other: Any,
 
 def _foreign_kind(t: type) -> Any:
     """How an operator of a tracked value takes an operand of type ``t`` that is neither
-    a number, an array nor a list (see ``register_foreign_operand``); None: as NumPy
-    would.  Remembered per type: NumPy scalars (``x * np.float32(2)``) come here."""
-    kind = _FOREIGN_KINDS.get(t, _foreign_kind)
-    if kind is _foreign_kind:
+    a Python float, an array, a tracked value nor a list (see ``register_foreign_operand``),
+    remembered per type."""
+    kind = _FOREIGN_KINDS.get(t)
+    if kind is None:
         if getattr(t, '__array_ufunc__', 0) is None:
             kind = _OWN_OPERATORS
         else:
-            kind = next((convert for accepts, convert in _FOREIGN if accepts(t)), None)
+            kind = next((convert for accepts, convert in _FOREIGN if accepts(t)), _NOT_FOREIGN)
         _FOREIGN_KINDS[t] = kind
     return kind
 
