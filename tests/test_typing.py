@@ -15,10 +15,11 @@ PUBLIC = ['tracked', 'tracked.nn', 'tracked.optimise', 'tracked.tree_util', 'tra
           'tracked.autograd.misc.optimizers', 'tracked.autograd.scipy.signal',
           'tracked.testing', 'tracked.distributed', 'tracked.scipy.special',
           'tracked.scipy.stats', 'tracked.scipy.linalg', 'tracked.scipy.signal',
-          'tracked.scipy.integrate']
+          'tracked.scipy.integrate', 'tracked.scipy.sparse', 'tracked.scipy.sparse.linalg']
 OPTIONAL = {'tracked.distributed': 'dask', 'tracked.scipy.special': 'scipy',
             'tracked.scipy.stats': 'scipy', 'tracked.scipy.linalg': 'scipy',
-            'tracked.scipy.signal': 'scipy', 'tracked.scipy.integrate': 'scipy'}
+            'tracked.scipy.signal': 'scipy', 'tracked.scipy.integrate': 'scipy',
+            'tracked.scipy.sparse': 'scipy', 'tracked.scipy.sparse.linalg': 'scipy'}
 # Methods of a public class that are part of its interface besides the public names.
 DUNDERS = ('__init__', '__call__')
 

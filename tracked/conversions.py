@@ -97,7 +97,10 @@ def _public_name(frame: FrameType) -> tuple[str, str] | None:
         return None
     parts = qualname.split('.')
     if module.startswith('scipy'):
-        package = '.'.join(module.split('.')[:2])
+        # the public package: scipy.sparse.linalg for scipy.sparse.linalg._dsolve.linsolve
+        names = module.split('.')
+        package = '.'.join(names[:next((k for k, n in enumerate(names) if n.startswith('_')),
+                                       len(names))])
         func = _scipy_object(frame, package, parts) if len(parts) > 1 else qualname
         return f'{package}.{func}', _scipy_hint(package, func)
     # a method (np.vectorize.__call__): the class names the callable unless the method is
@@ -136,22 +139,31 @@ def _scipy_object(frame: FrameType, package: str, parts: list[str]) -> str:
         name = next((k for k, v in public if type(v) is dist and not isinstance(v, type)), None)
         if name is not None and dist.__module__.startswith('scipy'):
             return f'{name}(...){method}'
-    return parts[0] + method if method else parts[0]
+    owner = parts[0]
+    self = frame.f_locals.get('self')
+    if owner.startswith('_') and self is not None:
+        owner = type(self).__name__          # a private base's method: the user's class
+    return owner + method
 
 
 def _scipy_hint(package: str, func: str) -> str:
-    sub = package.split('.')[-1]
+    sub = package.partition('.')[2]                  # 'linalg', 'sparse.linalg'
     try:
         mod = importlib.import_module(f'tracked.scipy.{sub}')
     except ImportError:
         return ''
+    own = getattr(mod, 'conversion_hint', None)      # a module's word on its own cases
+    hint = own(func) if own is not None else None
+    if hint is not None:
+        return hint
     names = getattr(mod, '__all__', ())
     base, _, method = func.replace('(...)', '').partition('.')
+    parent, _, last = f'tracked.scipy.{sub}'.rpartition('.')
     # a method counts only where tracked defines it (its other methods are SciPy's)
     if base in names and (not method or hasattr(type(getattr(mod, base)), method)):
-        return (f' Use tracked.scipy.{sub}.{func} instead (from tracked.scipy import {sub}): '
+        return (f' Use tracked.scipy.{sub}.{func} instead (from {parent} import {last}): '
                 f'the same function, differentiable.')
-    return (f' tracked.scipy.{sub} (from tracked.scipy import {sub}) differentiates '
+    return (f' tracked.scipy.{sub} (from {parent} import {last}) differentiates '
             f'{", ".join(names)}.')
 
 

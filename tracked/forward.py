@@ -23,8 +23,8 @@ import numpy as np
 from . import registry, values as _values, views as _views
 from .reverse import vjp
 from .tape import Cotangents, new_level, unbroadcast
-from .values import (Boxed, IntBehaviour, RatioBehaviour, Tracked, apply, call, plain,
-                     plain_index, ufunc_call)
+from .values import (Boxed, IntBehaviour, RatioBehaviour, Tracked, apply, call,
+                     foreign_operation, plain, plain_index, ufunc_call)
 
 __all__ = ['Dual', 'DualInt', 'DualLevel', 'make_dual', 'duals', 'primal', 'tangent',
            'forward_apply']
@@ -178,20 +178,26 @@ def _operators():
              'pow': np.power, 'matmul': np.matmul, 'mod': np.remainder,
              'floordiv': np.floor_divide}
 
-    def make(uf, reflected):
+    def make(uf, op, reflected):
         def method(self, other):
             if type(other) in _SEQUENCES:
                 other = np.asarray(other)
+            elif not isinstance(other, _PLAIN_OPERANDS):    # e.g. a SciPy sparse matrix
+                out = foreign_operation(op, self, other, reflected)
+                if out is not None:
+                    return out
             args = (other, self) if reflected else (self, other)
             out = _elementwise(uf, args, self._node)
             return call(uf, *args) if out is None else out
         return method
     for name, uf in table.items():
-        setattr(DualMethods, f'__{name}__', make(uf, False))
-        setattr(DualMethods, f'__r{name}__', make(uf, True))
+        op = getattr(operator, name)
+        setattr(DualMethods, f'__{name}__', make(uf, op, False))
+        setattr(DualMethods, f'__r{name}__', make(uf, op, True))
 
 
 _SEQUENCES = (list, tuple)
+_PLAIN_OPERANDS = (np.ndarray, Tracked, float, int)
 _RULES = registry.RULES
 _Primitive = registry.Primitive
 

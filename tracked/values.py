@@ -14,7 +14,7 @@ import math
 import operator
 import sys
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -26,7 +26,7 @@ from .tape import (Cotangents, Node, SparseCotangent, backward, new_node, record
                    active_recorder)
 
 __all__ = ['Tracked', 'TrackedArray', 'TrackedReal', 'param', 'back', 'istracked',
-           'apply', 'call', 'value']
+           'apply', 'call', 'value', 'register_foreign_operand', 'foreign_operation']
 
 # Typing: operations on tracked values return ``Any``.  The result is a tracked value
 # where the operation is recorded, and a plain one where it is not (inside
@@ -551,9 +551,10 @@ def box(ans: Any, node: Node) -> 'Boxed':
 # The tracked types
 # --------------------------------------------------------------------------
 
-def _binop(uf: np.ufunc) -> tuple[Callable[['Tracked', Any], Any],
-                                  Callable[['Tracked', Any], Any]]:
-    """``__op__`` and ``__rop__`` for ufunc ``uf``, with the tracked operand at ``pos``."""
+def _binop(uf: np.ufunc, op: Callable[[Any, Any], Any]
+           ) -> tuple[Callable[['Tracked', Any], Any], Callable[['Tracked', Any], Any]]:
+    """``__op__`` and ``__rop__`` for ufunc ``uf`` (Python's operator ``op``), with the
+    tracked operand at ``pos``."""
     def make(pos: int) -> Callable[['Tracked', Any], Any]:
         bit, slot = 1 << pos, pos + 1       # this parent's bit, its Primitive.fast slot
         def method(self: Tracked, other: Any) -> Any:
@@ -563,9 +564,14 @@ def _binop(uf: np.ufunc) -> tuple[Callable[['Tracked', Any], Any],
             node = self._node
             v = self._value
             scalar = type(other) in _REAL_SCALARS
-            if not scalar and type(other) in _SEQUENCES:
-                other = _sequence_operand(other)    # a pullback must never see a list
             both = not scalar and isinstance(other, Tracked)
+            if not (scalar or both) and type(other) is not _ndarray:
+                if type(other) in _SEQUENCES:
+                    other = _sequence_operand(other)    # a pullback must never see a list
+                elif _FOREIGN_KINDS.get(type(other)) is not _NOT_FOREIGN:  # SciPy's sparse
+                    out = foreign_operation(op, self, other, pos == 1)
+                    if out is not None:
+                        return out
             if not (_tape.special_threads or both or isinstance(v, Tracked)):
                 prim = _RULES.get(uf)
                 if type(prim) is _Primitive:
@@ -615,6 +621,72 @@ def _binop(uf: np.ufunc) -> tuple[Callable[['Tracked', Any], Any],
 
 
 _SEQUENCES = (list, tuple)
+_ndarray = np.ndarray
+
+
+# --------------------------------------------------------------------------
+# Operands NumPy cannot take (a SciPy sparse matrix): register_foreign_operand
+# --------------------------------------------------------------------------
+
+_OWN_OPERATORS = object()   # a type with ``__array_ufunc__ = None``: its operators decide
+_NOT_FOREIGN = object()     # NumPy takes it (np.float32(2), complex): the common case
+_FOREIGN: list[tuple[Callable[[type], bool], Callable[[Any], Any]]] = []
+# operand type -> converter, _OWN_OPERATORS or _NOT_FOREIGN (a dict lookup per operation)
+_FOREIGN_KINDS: dict[type, Any] = {}
+_DISPATCHERS: list[Callable[[Any, Any], Any]] = []
+
+
+def register_foreign_operand(accepts: Callable[[type], bool], convert: Callable[[Any], Any],
+                             dispatcher: Callable[[Any, Any], Any] | None = None) -> None:
+    """Let the operators of tracked values (``x @ A``, ``A @ x``, ``x * A``, ...) take
+    operands of the types ``accepts(type)`` admits, which NumPy cannot convert:
+    ``convert(A)`` gives an object whose operators take tracked values (its type sets
+    ``__array_ufunc__ = None``, NumPy's sign that its operators decide, which tracked
+    values honour as arrays do).  ``dispatcher(frame, x)`` answers library code that
+    asks ``np.asarray`` for tracked ``x`` only to decide how to dispatch (to return
+    ``NotImplemented`` on a 0-d object array, so that Python calls ``x``'s reflected
+    operator): the array ``Tracked.__array__`` gives it, or None for any other caller,
+    which gets the ``ConversionError``.
+
+    >>> import numpy as np, tracked as tr
+    >>> class Twice:
+    ...     __array_ufunc__ = None
+    ...     def __rmul__(self, x): return x * 2.0
+    >>> tr.gradient(lambda x: np.sum(x * Twice()), np.ones(2))
+    (array([2., 2.]),)
+    """
+    _FOREIGN.append((accepts, convert))
+    _FOREIGN_KINDS.clear()
+    if dispatcher is not None:
+        _DISPATCHERS.append(dispatcher)
+
+
+def foreign_operation(op: Callable[[Any, Any], Any], x: Tracked, other: Any,
+                      reflected: bool) -> Any:
+    """``x op other`` (``other op x`` if ``reflected``) for an operand ``other`` that NumPy
+    cannot take (see ``register_foreign_operand``), or NotImplemented for one whose own
+    operators decide; None when ``other`` is not such an operand."""
+    kind = _foreign_kind(type(other))
+    if kind is _NOT_FOREIGN:
+        return None
+    if kind is _OWN_OPERATORS:
+        return NotImplemented                   # Python calls other's operator
+    alt = kind(other)
+    return op(alt, x) if reflected else op(x, alt)
+
+
+def _foreign_kind(t: type) -> Any:
+    """How an operator of a tracked value takes an operand of type ``t`` that is neither
+    a Python float, an array, a tracked value nor a list (see ``register_foreign_operand``),
+    remembered per type."""
+    kind = _FOREIGN_KINDS.get(t)
+    if kind is None:
+        if getattr(t, '__array_ufunc__', 0) is None:
+            kind = _OWN_OPERATORS
+        else:
+            kind = next((convert for accepts, convert in _FOREIGN if accepts(t)), _NOT_FOREIGN)
+        _FOREIGN_KINDS[t] = kind
+    return kind
 
 
 def _sequence_operand(x: Sequence[Any]) -> np.ndarray:
@@ -760,7 +832,11 @@ class Tracked:
                         f'for its value, or the model itself (a tree of plain arrays), '
                         f'and differentiate where it arrives.')
 
-    def __array__(self, *args: Any, **kwargs: Any) -> NoReturn:
+    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        for dispatcher in _DISPATCHERS:          # see register_foreign_operand
+            answer = dispatcher(sys._getframe(1), self)
+            if answer is not None:
+                return answer
         raise conversion_error()
 
     # -- concretisation (guards in recorded tapes) ---------------------------
@@ -861,14 +937,14 @@ class Tracked:
         return call(func, *args, **kwargs)
 
     # -- operators ------------------------------------------------------------
-    __add__, __radd__ = _binop(np.add)
-    __sub__, __rsub__ = _binop(np.subtract)
-    __mul__, __rmul__ = _binop(np.multiply)
-    __truediv__, __rtruediv__ = _binop(np.true_divide)
-    __pow__, __rpow__ = _binop(np.power)
-    __matmul__, __rmatmul__ = _binop(np.matmul)
-    __mod__, __rmod__ = _binop(np.remainder)
-    __floordiv__, __rfloordiv__ = _binop(np.floor_divide)
+    __add__, __radd__ = _binop(np.add, operator.add)
+    __sub__, __rsub__ = _binop(np.subtract, operator.sub)
+    __mul__, __rmul__ = _binop(np.multiply, operator.mul)
+    __truediv__, __rtruediv__ = _binop(np.true_divide, operator.truediv)
+    __pow__, __rpow__ = _binop(np.power, operator.pow)
+    __matmul__, __rmatmul__ = _binop(np.matmul, operator.matmul)
+    __mod__, __rmod__ = _binop(np.remainder, operator.mod)
+    __floordiv__, __rfloordiv__ = _binop(np.floor_divide, operator.floordiv)
     __iadd__ = _inplace(np.add)
     __isub__ = _inplace(np.subtract)
     __imul__ = _inplace(np.multiply)
@@ -1127,7 +1203,7 @@ class IntBehaviour(_Mixin):
     def __complex__(self) -> complex:
         return complex(int(self))
 
-    def __array__(self, dtype: npt.DTypeLike | None = None,  # type: ignore[override]
+    def __array__(self, dtype: npt.DTypeLike | None = None,
                   copy: bool | None = None) -> np.ndarray:
         return np.asarray(int(self), dtype=dtype)
 
