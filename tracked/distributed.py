@@ -7,7 +7,8 @@ them up in a fixed order (the result does not depend on which worker finishes
 first; many parts are summed on the workers first); ``train`` runs
 ``tr.train``'s loop -- the same optimisers, the same progress bar -- on such
 gradients, one step per pass over all the shards.  Dask does the scheduling, the
-data placement and the recovery: a task whose worker dies is run again elsewhere.
+data placement and the recovery: a task whose worker dies is run again on any live
+worker, even when every worker died and the nanny started new ones.
 
 Shards are given as a sequence (each shard a tuple of arguments, or one array), as
 futures of such shards, as a ``dask.array`` (or a tuple of them: the blocks along
@@ -66,8 +67,9 @@ def place(client: Any, shards: Any) -> Any:
 
     In-memory shards are grouped, in order, into one future per worker thread (one
     task per thread and step, next to its data); their data travels inside the
-    tasks, so Dask can recompute a future whose worker died (``client.scatter``'s
-    could not).  Futures and dask collections keep their own granularity.
+    tasks, so Dask can recompute a future whose worker died, on any live worker
+    (``client.scatter``'s could not).  Futures and dask collections keep their own
+    granularity.
 
     >>> import numpy as np, tracked.distributed as td
     >>> from dask.distributed import Client
@@ -126,20 +128,23 @@ def _placed(client: Any, shards: Any) -> Any:
     # One group per worker thread: a task per shard and step would cost a scheduler
     # round trip each, more than a small shard's gradient.  The groups are fixed
     # here, so every step sums in the same order.  The data goes inside its task
-    # (not client.scatter): Dask can recompute it if its worker dies.
-    slots = [w for w, n in client.nthreads().items() for _ in range(n)] or [None] * len(local)
-    k = min(len(slots), len(local))
+    # (not client.scatter): Dask can recompute it if its worker dies.  No workers=,
+    # even with allow_other_workers=True: Dask leaves a restricted task that waits
+    # for a worker once all of them died waiting forever, new workers or not; the
+    # scheduler gives each new task to the least busy worker anyway.
+    k = min(sum(client.nthreads().values()) or len(local), len(local))
     token = uuid.uuid4().hex[:12]
     for g in range(k):
         members = local[g * len(local) // k:(g + 1) * len(local) // k]
-        future = client.submit(_shards, [s for _, s in members], workers=slots[g],
-                               allow_other_workers=True, key=f'tracked-shards-{g}-{token}')
+        future = client.submit(_same, [s for _, s in members],
+                               key=f'tracked-shards-{g}-{token}')
         parts.append(_Part(future, True, tuple(f'shard {i}' for i, _ in members)))
     return parts
 
 
-def _shards(shards: Any) -> Any:
-    return shards
+def _same(x: Any) -> Any:
+    """The task that holds ``x`` on a worker, recomputable from its own arguments."""
+    return x
 
 
 def _blocks(arrays: Any) -> Any:
@@ -302,11 +307,11 @@ def _gradient(client: Any, loss: Any, model: Any, parts: Any, reduce: Any) -> An
     its future): one task per part, a summation tree on the workers if there are many,
     one result to the client."""
     token = uuid.uuid4().hex[:12]
-    # A small model goes inside the tasks; a large one to each worker once (the same
-    # bytes, but one more round trip through the scheduler).
+    # A small model goes inside the tasks; a large one in a task of its own, which the
+    # others fetch (the same bytes, but one more round trip through the scheduler).
     sent = model
     if sum(getattr(x, 'nbytes', 8) for x in flatten(model)[0]) * len(parts) > _INLINE_BYTES:
-        sent = client.scatter([model], broadcast=True, hash=False)[0]
+        sent = client.submit(_same, model, key=f'tracked-model-{token}')
     level = [client.submit(_gradient_part, loss, sent, p.future, p.many,
                            p.names, reduce, key=f'tracked-gradient-{i}-{token}')
              for i, p in enumerate(parts)]
@@ -330,16 +335,18 @@ _SENT: weakref.WeakKeyDictionary[Any, tuple[Any, Any, Any]] = weakref.WeakKeyDic
 def _send(client: Any, loss: Any, tape: Any, adtype: Any) -> Any:
     """The ``_Loss`` for the workers: itself (it travels inside the tasks) for the eager
     tape; else a future, so that each worker unpickles a tape (compiling it) or keeps
-    an ``AutoCompiled``'s tapes once, for every call with the same objects."""
+    an ``AutoCompiled``'s tapes once, for every call with the same objects.  The
+    future is a task (not ``client.scatter``'s data, which is gone when every worker
+    holding it dies): Dask computes it again, and the tape with it."""
     engine = _Loss(loss, tape, adtype)
     key = tape if tape is not None else adtype
     if key is None:
         return engine
     hit = _SENT.get(key)
     if hit is None or hit[0] is not client or hit[1] is not loss or \
-            hit[2].status != 'finished':             # (lost: every worker restarted)
-        hit = _SENT[key] = (client, loss, client.scatter([engine], broadcast=True,
-                                                         hash=False)[0])
+            hit[2].status in ('error', 'cancelled'):          # e.g. client.restart()
+        hit = _SENT[key] = (client, loss, client.submit(
+            _same, engine, key=f'tracked-loss-{uuid.uuid4().hex[:12]}'))
     return hit[2]
 
 
