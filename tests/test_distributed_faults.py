@@ -1,12 +1,14 @@
 """tracked.distributed when workers fail, on a LocalCluster of its own (2 worker processes
 whose scheduler gives up on a task after 3 workers died running it): one worker or every
-worker killed mid-training changes nothing, with the eager tape, a recorded tape or a
-large model (tasks, computed again).  Faults are real: the worker process ends
-(os._exit, SIGKILL).  Each test runs under a time limit, so that a regression fails
-instead of hanging."""
+worker killed mid-training changes nothing, with the eager tape or a recorded tape (a
+task, computed again); a shard that kills its worker every time raises ShardError, a
+loss that never returns StepTimeoutError, and the model and optimiser state are then
+those of the steps done.  Faults are real: the worker process ends (os._exit, SIGKILL).
+Each test runs under a time limit, so that a regression fails instead of hanging."""
 import contextlib
 import functools
 import os
+import re
 import signal
 import threading
 import time
@@ -143,8 +145,9 @@ def _worker_pids(client):
     return list(client.run(os.getpid).values())
 
 
-def _run(client, loss, steps, tape=False, **kwargs):
-    """``td.train``'s losses, model and state after ``steps`` Adam steps on 4 shards."""
+def _run(client, loss, steps, tape=False, scatter=False, raises=None, **kwargs):
+    """``td.train``'s losses (or the error it ``raises``), model and state after ``steps``
+    Adam steps on 4 shards (in-memory, or futures of ``client.scatter``)."""
     model, (x, y) = _model(), _data()
     sizes = (70, 130, 40, 60)
     if tape:                  # a tape freezes integer labels: one-hot; equal shards
@@ -152,10 +155,16 @@ def _run(client, loss, steps, tape=False, **kwargs):
     shards = _split(x, y, sizes)
     if tape:
         kwargs['tape'] = tr.GradientTape(loss, model, *shards[0], wrt=(0,))
+    if scatter:
+        shards = client.scatter(shards)
     state = tr.setup(tr.Adam(0.05), model)
-    losses = td.train(client, loss, model, shards, state, steps=steps, reduce='mean',
-                      progress=False, **kwargs)
-    return losses, model, state
+    train = functools.partial(td.train, client, loss, model, shards, state, steps=steps,
+                              reduce='mean', progress=False, **kwargs)
+    if raises is None:
+        return train(), model, state
+    with pytest.raises(raises) as error:
+        train()
+    return error.value, model, state
 
 
 def _assert_equal(a, b):
@@ -186,3 +195,56 @@ def test_every_worker_killed_during_a_step_changes_nothing(client, tmp_path, how
     got = _run(client, fault, 3, how == 'tape')
     assert fault.happened
     _assert_equal(got, expected)     # the tasks holding data ran again on new workers
+
+
+@bounded(20)
+def test_scattered_shards_lost_with_every_worker_are_named(client, tmp_path):
+    _, model0, state0 = _run(client, Fault(tmp_path / 'none', None), 1, scatter=True)
+    fault = Fault(tmp_path, 'kill', call=5, pids=_worker_pids(client))
+    error, model, state = _run(client, fault, 3, scatter=True, raises=td.ShardError)
+    assert re.match(r'td.train at step 1 \(.*\): the cluster lost the data of shard \d.*: '
+                    r'every worker that held it died, and Dask cannot compute data sent by '
+                    r'client.scatter again', str(error))
+    _assert_equal((model, state), (model0, state0))
+
+
+@bounded(20)
+def test_a_shard_that_kills_every_worker_raises_shard_error(client, tmp_path):
+    _, model0, state0 = _run(client, Fault(tmp_path / 'none', None), 2)
+    fault = Fault(tmp_path, 'exit', call=2, records=60, every=True)    # shard 3, step 2 on
+    error, model, state = _run(client, fault, 5, raises=td.ShardError)
+    assert isinstance(error.__cause__, distributed.KilledWorker)
+    assert str(error).startswith(
+        'td.train at step 2 (counting from 0; the model and optimiser state are those after '
+        'the steps before it): '
+        'shard 2 or shard 3 (one task) killed every worker that ran it: 3 died running it, '
+        'the last tcp://127.0.0.1:')
+    assert "Dask's distributed.scheduler.allowed-failures is 2" in str(error)
+    _assert_equal((model, state), (model0, state0))
+
+
+@bounded(20)
+def test_a_loss_that_never_returns_times_out(client, tmp_path):
+    _, model0, state0 = _run(client, Fault(tmp_path / 'none', None), 1)
+    fault = Fault(tmp_path, 'hang', call=1, records=130)           # shard 1 at step 1
+    started = time.monotonic()
+    error, model, state = _run(client, fault, 3, timeout=1, raises=td.StepTimeoutError)
+    elapsed = time.monotonic() - started
+    fault.release()
+    assert isinstance(error, TimeoutError)
+    assert str(error).startswith(
+        'td.train at step 1 (counting from 0; the model and optimiser state are those after '
+        'the steps before it): not finished within timeout=1 s; its tasks were cancelled')
+    assert 1 <= elapsed < 8
+    _assert_equal((model, state), (model0, state0))
+    # withgradient's own, and the cluster works again once the loss returned
+    expected = td.withgradient(client, Fault(tmp_path / 'none', None), _model(),
+                               _split(*_data()))
+    fault = Fault(tmp_path / 'again', 'hang', records=130)
+    os.mkdir(fault.tmp)
+    with pytest.raises(td.StepTimeoutError, match=r'^td.withgradient: not finished within '
+                                                  r'timeout=0.5 s'):
+        td.withgradient(client, fault, _model(), _split(*_data()), timeout=0.5)
+    fault.release()
+    got = td.withgradient(client, fault, _model(), _split(*_data()), timeout=10)
+    _assert_equal(got, expected)
