@@ -142,9 +142,10 @@ def _placed(client: Any, shards: Any) -> Any:
     # round trip each, more than a small shard's gradient.  The groups are fixed
     # here, so every step sums in the same order.  The data goes inside its task
     # (not client.scatter): Dask can recompute it if its worker dies.  No workers=,
-    # even with allow_other_workers=True: Dask leaves a restricted task that waits
-    # for a worker once all of them died waiting forever, new workers or not; the
-    # scheduler gives each new task to the least busy worker anyway.
+    # even with allow_other_workers=True: a restricted task left waiting when all its
+    # workers died is never given to the workers started later (distributed 2026.8),
+    # so the step would wait forever; the scheduler spreads new tasks over the least
+    # busy workers anyway.
     k = min(sum(client.nthreads().values()) or len(local), len(local))
     token = uuid.uuid4().hex[:12]
     for g in range(k):
