@@ -9,8 +9,9 @@ primitive, named ``scipy.linalg.*``).  Not imported by ``import tracked``: impor
 - ``solve_triangular``: the triangle it reads gets the gradient (the other one, and
   the diagonal under ``unit_diagonal=True``, get zeros: SciPy never reads them).
 - ``expm``, ``sqrtm``, ``logm``: primary matrix functions with real coefficients,
-  whose pullback is the Fréchet derivative at ``A^H`` along the cotangent and whose
-  tangent is the one at ``A``, both by the block-matrix identity
+  whose pullback is ``conj(L_f(A^T, conj G))`` (the Fréchet derivative on A's own
+  branch, also for a real matrix with a negative eigenvalue) and whose tangent is
+  ``L_f(A, E)``, both by the block-matrix identity
   ``f([[A, E], [0, A]]) = [[f(A), L_f(A, E)], [0, f(A)]]`` (Higham, *Functions of
   Matrices*, 3.2).  Written with the function itself, so derivatives nest to any
   order; ``scipy.linalg.expm_frechet`` was rejected because its result is not
