@@ -495,7 +495,7 @@ def _conversion_message(call: str) -> str:
     return (f'{call} of a tracked value would drop its gradient (so would math.*, '
             f'np.float64(...), storing it into a plain array with a[i] = t or a.fill(t), '
             f'and np.array([...]) of tracked values). Read the value on purpose with '
-            f't.item() or tr.data(t) (guarded on recorded tapes), branch with a comparison '
+            f'tr.data(t) (a recorded tape follows it), branch with a comparison '
             f'(if t > 0: ...), and build arrays from tracked values with np.stack([...]) '
             f'(or import tracked.numpy as np, whose np.array accepts them, and whose '
             f'zeros_like/empty_like(x) of a tracked x give an array that out[i] = t can '
@@ -789,7 +789,7 @@ class Tracked:
     # Conversions to Python numbers would drop the gradient without a word (NumPy calls
     # them for np.float64(t), math.exp(t), a[i] = t, a.fill(t), np.array([t0, t1])):
     # refused, as JAX refuses them, unlike PyTorch's silent float(loss).  Reading a
-    # value on purpose is t.item() or tr.data(t); branching is bool(t > 0).
+    # value on purpose is tr.data(t); branching is bool(t > 0).
     def __float__(self) -> float:
         return float(self._convert('float', 'float()'))
 
@@ -821,15 +821,21 @@ class Tracked:
             raise TypeError(f'only integer tracked scalars can be used as an index (or '
                             f'where Python needs an int); this one holds a '
                             f'{np.asarray(value).dtype}: read its value on purpose with '
-                            f'int(t.item()), which drops its gradient')
+                            f'int(tr.data(t)), which drops its gradient')
         return operator.index(value)
 
+    # A Python number or list is as untracked as float()'s result: the same refusal
+    # (a loss returned as loss.item() gave the gradient None without a word).
     def item(self, *args: Any) -> Any:
-        return self._concrete('item').item(*args) if hasattr(plain(self), 'item') \
-            else self._concrete('item')
+        return np.asarray(self._read('.item()')).item(*args)
 
     def tolist(self) -> Any:
-        return np.asarray(self._concrete('item')).tolist()
+        return np.asarray(self._read('.tolist()')).tolist()
+
+    def _read(self, call: str) -> Any:
+        if getattr(plain(self), 'dtype', np.dtype(float)).kind in 'iub':
+            return self._concrete('item')           # an integer: a size, an index
+        return self._convert('item', call)
 
     # -- NumPy protocols -----------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
