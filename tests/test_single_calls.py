@@ -40,3 +40,34 @@ def test_item_of_an_integer_argument_is_its_value():
     # a differentiated int is a size or an index in every Python use, .item() too
     assert tr.gradient(lambda x, n: np.sum(x[:n.item()]), X, 1) == (pytest.approx([1.0, 0.0]),
                                                                     None)
+
+
+# --------------------------------------------------------------------------
+# tr.grad(f): JAX's spelling refuses instead of returning None
+# --------------------------------------------------------------------------
+
+def _loss(x):
+    return np.sum((x - 1.0) ** 2)
+
+
+@pytest.mark.parametrize('f', [_loss, lambda x: np.sum(x * x), np.sin, np.sum,
+                               tr.Dense(2, 3).__call__])
+def test_grad_of_a_function_names_the_fixes(f):
+    with pytest.raises(TypeError, match=r'got a function.*tr\.gradient\(f, x\).*'
+                                        r'lambda x: tr\.gradient\(f, x\)\[0\]'):
+        tr.grad(f)
+
+
+def test_the_fix_gives_scipy_minimize_the_gradient():
+    optimize = pytest.importorskip('scipy.optimize')
+    with pytest.raises(TypeError, match='got a function'):
+        optimize.minimize(_loss, np.zeros(2), jac=tr.grad(_loss))   # fell back to FD
+    res = optimize.minimize(_loss, np.zeros(2), jac=lambda x: tr.gradient(_loss, x)[0])
+    np.testing.assert_allclose(res.x, [1.0, 1.0], atol=1e-6)
+    assert res.nfev < 10                  # gradients, not finite differences (3 vs 9+)
+
+
+def test_grad_of_a_callable_model_is_its_gradient_tree():
+    model = tr.fmap(tr.param, tr.Dense(np.ones((1, 2)), np.zeros(1)))
+    tr.back(np.sum(model(X)))
+    np.testing.assert_array_equal(tr.grad(model).weight, [[1.0, 2.0]])
