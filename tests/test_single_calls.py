@@ -71,3 +71,41 @@ def test_grad_of_a_callable_model_is_its_gradient_tree():
     model = tr.fmap(tr.param, tr.Dense(np.ones((1, 2)), np.zeros(1)))
     tr.back(np.sum(model(X)))
     np.testing.assert_array_equal(tr.grad(model).weight, [[1.0, 2.0]])
+
+
+# --------------------------------------------------------------------------
+# Object arrays as arguments raise (the README's "Unusual arrays")
+# --------------------------------------------------------------------------
+
+OBJECTS = np.array([1.0, 2.0], dtype=object)
+
+
+def _sumsq(x):
+    return np.sum(x * x)
+
+
+@pytest.mark.parametrize('call', [
+    lambda: tr.gradient(_sumsq, OBJECTS),                      # was (None,)
+    lambda: tr.withgradient(_sumsq, OBJECTS),
+    lambda: tr.pullback(_sumsq, OBJECTS),
+    lambda: tr.jacobian(lambda x: x * x, OBJECTS),
+    lambda: tr.jvp(_sumsq, (OBJECTS,), (np.ones(2),)),
+    lambda: tr.hessian(_sumsq, OBJECTS),                       # was None
+    lambda: tr.param(OBJECTS),
+    lambda: tr.gradient(lambda m: _sumsq(m['w']), {'w': OBJECTS, 'name': 'dense'}),
+    lambda: tr.gradient(_sumsq, tr.AutoFiniteDifferences(), OBJECTS),
+    lambda: tr.GradientTape(_sumsq, OBJECTS),
+], ids=['gradient', 'withgradient', 'pullback', 'jacobian', 'jvp', 'hessian', 'param',
+        'in a tree', 'finite differences', 'GradientTape'])
+def test_an_object_array_of_numbers_raises(call):
+    with pytest.raises(TypeError, match=r'dtype object.*x\.astype\(float\)'):
+        call()
+
+
+def test_an_object_array_of_strings_is_a_constant():
+    names = np.array(['w', 'b'], dtype=object)
+    assert tr.gradient(lambda x, s: x * len(s), 2.0, names) == (2.0, None)
+
+
+def test_the_fix_differentiates():
+    assert tr.gradient(_sumsq, OBJECTS.astype(float))[0].tolist() == [2.0, 4.0]

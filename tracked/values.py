@@ -1362,6 +1362,8 @@ def as_value(x: Any, int_to_float: bool = True) -> Any:
         refuse_subclass(x)
     arr = np.asarray(x)
     kind = arr.dtype.kind
+    if kind == 'O':
+        raise object_array_error(arr)
     if kind not in 'fiubc':
         raise TypeError(f'expected a number or an array of numbers, got {type(x).__name__} '
                         f'with dtype {arr.dtype}')
@@ -1382,9 +1384,19 @@ def plain_result(name: str, ans: Any) -> np.ndarray | np.generic:
         refuse_subclass(ans, name)
     if getattr(ans, 'dtype', None) is None or ans.dtype.kind == 'O':
         raise TypeError(f'{name} gave {_describe_value(ans)}: an operand holds Python '
-                        f'objects (an array of dtype object?). tracked differentiates '
-                        f'numeric arrays: convert it with .astype(float) first')
+                        f'objects (an array of dtype object?). {_OBJECTS_FIX}')
     return ans
+
+
+_OBJECTS_FIX = ('tracked differentiates arrays of numbers: convert it with x.astype(float) '
+                'first')
+
+
+def object_array_error(x: Any) -> TypeError:
+    """The error for an array of dtype object given where tracked takes numbers."""
+    return TypeError(f'got an array of dtype object (shape {x.shape}): its numbers are '
+                     f'Python objects, which tracked cannot differentiate (their gradient '
+                     f'would be None). {_OBJECTS_FIX}')
 
 
 def _describe_value(v: Any) -> str:
