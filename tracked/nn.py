@@ -184,9 +184,10 @@ def crossentropy(yhat: Any, y: Any, agg: Callable[[Any], Any] = np.mean,
 
     ``yhat`` holds probabilities (e.g. the output of ``softmax``) with classes on the
     last axis; ``y`` is one-hot or probabilities of the same shape, or integer class
-    labels with one axis fewer (not differentiated).  ``eps`` (default: the machine
-    epsilon of ``yhat``'s dtype, as in Flux) keeps ``log`` finite at 0.  Prefer
-    ``logitcrossentropy`` on logits: it is more accurate.
+    labels with one axis fewer (not differentiated); other shapes, labels outside
+    ``[0, n_classes)`` and a single class column raise a ``ValueError``.  ``eps``
+    (default: the machine epsilon of ``yhat``'s dtype, as in Flux) keeps ``log`` finite
+    at 0.  Prefer ``logitcrossentropy`` on logits: it is more accurate.
 
     >>> import numpy as np, tracked as tr
     >>> round(float(tr.nn.crossentropy(np.array([[0.1, 0.9]]), np.array([[0.0, 1.0]]))), 6)
@@ -203,7 +204,8 @@ def logitcrossentropy(logits: Any, y: Any, agg: Callable[[Any], Any] = np.mean) 
     """``logitcrossentropy(logits, y) -> crossentropy(softmax(logits), y)``, computed stably.
 
     Classes are on the last axis; ``y`` is one-hot or probabilities shaped like
-    ``logits``, or integer class labels with one axis fewer.  The mean is over the batch.
+    ``logits``, or integer class labels with one axis fewer (checked as in
+    ``crossentropy``).  The mean is over the batch.
 
     >>> import numpy as np, tracked as tr
     >>> round(float(tr.nn.logitcrossentropy(np.array([[0.0, 0.0]]), np.array([1]))), 6)
