@@ -2,10 +2,13 @@
 each with the issue's own example.  The matrix-function and emath cases live with their
 rules (tests/rules/test_scipy_linalg.py, test_elementwise.py), the losses' with the
 losses (tests/test_nn.py)."""
+import re
+
 import numpy as np
 import pytest
 
 import tracked as tr
+from tracked.forward import Dual, DualLevel
 
 X = np.array([1.0, 2.0])
 
@@ -109,3 +112,68 @@ def test_an_object_array_of_strings_is_a_constant():
 
 def test_the_fix_differentiates():
     assert tr.gradient(_sumsq, OBJECTS.astype(float))[0].tolist() == [2.0, 4.0]
+
+
+# --------------------------------------------------------------------------
+# a[i] = t into a plain array: the conversion error names the statement and the fixes
+# --------------------------------------------------------------------------
+
+def _store(t):
+    h = np.zeros(3)
+    h[0] = t
+    return np.sum(h)
+
+
+def _store_slice(t):
+    h = np.zeros(3)
+    h[0:1] = t
+    return np.sum(h)
+
+
+_FIXES = r'np\.stack.*import tracked\.numpy as np.*zeros_like/empty_like'
+
+
+@pytest.mark.parametrize('run', [lambda: tr.gradient(_store, 1.0),
+                                 lambda: tr.jvp(_store, (1.0,), (1.0,)),
+                                 lambda: tr.hessian(_store, 1.0)],
+                         ids=['reverse', 'forward', 'hessian'])
+def test_storing_a_tracked_scalar_into_a_plain_array_names_the_fix(run):
+    # A 0-d tracked value is indexable (x[()], x[None]), so a sequence to C: NumPy raises
+    # its own ValueError from tracked's TypeError, which the traceback shows first
+    with pytest.raises(ValueError, match='sequence') as err:
+        run()
+    assert isinstance(err.value.__cause__, TypeError)
+    assert re.search(r'^a\[i\] = t, storing a tracked value into a plain array, would drop '
+                     r'its gradient.*' + _FIXES, str(err.value.__cause__))
+
+
+@pytest.mark.parametrize('run', [lambda: tr.gradient(_store_slice, np.ones(1)),
+                                 lambda: tr.jvp(_store_slice, (np.ones(1),), (np.ones(1),))],
+                         ids=['reverse', 'forward'])
+def test_storing_a_tracked_array_into_a_plain_array_names_the_fix(run):
+    with pytest.raises(TypeError, match=r'tr\.data\(x\).*np\.stack.*import tracked\.numpy'):
+        run()
+
+
+@pytest.mark.parametrize('t', [tr.param(2.0),
+                               Dual.make(np.float64(2.0), np.float64(1.0), DualLevel())],
+                         ids=['tracked', 'dual'])
+def test_a_zero_d_value_has_no_len_nor_iteration_and_indexes_as_a_0d_array(t):
+    with pytest.raises(TypeError, match=r'len\(\) of a 0-d tracked value'):
+        len(t)
+    with pytest.raises(TypeError, match='iteration over a 0-d tracked value'):
+        iter(t)                                 # at once, not at the first next()
+    assert tr.data(t[()]) == 2.0 and np.shape(t[None]) == (1,)
+    x = tr.param(np.array([1.0, 2.0]))
+    assert len(x) == 2 and [tr.data(v) for v in x] == [1.0, 2.0]
+
+
+def test_the_fixes_differentiate():
+    import tracked.numpy as tnp
+    assert tr.gradient(lambda t: np.sum(np.stack([t, 0.0 * t, 0.0 * t]) * 2.0), 1.0) == (2.0,)
+
+    def filled(x):
+        h = tnp.zeros_like(x)
+        h[0] = x[1]
+        return np.sum(h * 3.0)
+    assert tr.gradient(filled, np.array([1.0, 2.0]))[0].tolist() == [0.0, 3.0]

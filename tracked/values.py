@@ -491,8 +491,8 @@ def call_nondiff(fun: Callable[..., Any], args: Sequence[Any], kwargs: dict[str,
     return fun(*plain(args), **plain(kwargs))
 
 
-def _conversion_message(call: str) -> str:
-    return (f'{call} of a tracked value would drop its gradient (so would math.*, '
+def _conversion_message(what: str) -> str:
+    return (f'{what} would drop its gradient (so would math.*, '
             f'np.float64(...), storing it into a plain array with a[i] = t or a.fill(t), '
             f'and np.array([...]) of tracked values). Read the value on purpose with '
             f'tr.data(t) (a recorded tape follows it), branch with a comparison '
@@ -514,12 +514,17 @@ else:
     _PERCENT = ((dis.opmap['BINARY_MODULO'], None), (dis.opmap['INPLACE_MODULO'], None))
 
 
-def _formatting_as_text(frame: Any) -> bool:
-    """Whether ``frame`` is running a ``%`` operator (string formatting, see above)."""
+# ``a[i] = t`` into a plain array reaches __float__ from NumPy's C setter: the same
+# refusal, worded for the statement the user wrote.
+_STORE = ((dis.opmap['STORE_SUBSCR'], None),)
+
+
+def _running(frame: Any, ops: tuple[tuple[int, tuple[int, ...] | None], ...]) -> bool:
+    """Whether ``frame``'s current instruction is one of ``ops`` (``_PERCENT``, ``_STORE``)."""
     try:
         code, i = frame.f_code.co_code, frame.f_lasti
         return any(code[i] == op and (args is None or code[i + 1] in args)
-                   for op, args in _PERCENT)
+                   for op, args in ops)
     except (AttributeError, IndexError, KeyError):
         return False
 
@@ -811,9 +816,13 @@ class Tracked:
         rec = active_recorder()
         if rec is not None and self._node.level == rec.level:
             return self._concrete(kind)
-        if _formatting_as_text(sys._getframe(2)):
+        frame = sys._getframe(2)
+        if _running(frame, _PERCENT):
             return plain(self)
-        raise TypeError(_conversion_message(call))
+        if _running(frame, _STORE):
+            raise TypeError(_conversion_message('a[i] = t, storing a tracked value into a plain '
+                                                'array,'))
+        raise TypeError(_conversion_message(f'{call} of a tracked value'))
 
     def __index__(self) -> int:
         value = self._concrete('index')
@@ -914,12 +923,20 @@ class Tracked:
         return call(np.round, self, ndigits or 0)
 
     # -- indexing and mutation ---------------------------------------------------
+    # A 0-d value keeps __getitem__ (x[()], x[None], x[...] as for a 0-d array), which
+    # makes it a sequence to C: NumPy reports a[i] = t, whose float(t) refuses, as
+    # "setting an array element with a sequence", raised from tracked's TypeError
+    # (its cause, shown first in the traceback).  Dropping 0-d indexing to get the
+    # TypeError alone was rejected: it broke NumPy code that indexes scalars.
     def __len__(self) -> int:
+        if not self.ndim:
+            raise TypeError('len() of a 0-d tracked value: it is unsized, as a 0-d array is')
         return len(self._value)
 
     def __iter__(self) -> Iterator[Any]:
-        for i in range(len(self)):
-            yield self[i]
+        if not self.ndim:
+            raise TypeError('iteration over a 0-d tracked value, as over a 0-d array')
+        return (self[i] for i in range(len(self)))
 
     def __getitem__(self, idx: Any) -> Any:
         if type(idx) is slice:
