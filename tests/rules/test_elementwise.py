@@ -498,6 +498,10 @@ def test_emath_sqrt_of_a_negative_number_issue_23():
     np.testing.assert_allclose(g, [-0.25, 0.0])      # Im sqrt(x) = sqrt(-x) for x < 0
     g = tr.gradient(lambda x: np.imag(np.emath.arcsin(x)), 2.0)[0]
     np.testing.assert_allclose(g, 1 / np.sqrt(3.0))  # Im arcsin(x) = arccosh(x) for x > 1
+    g = tr.gradient(lambda x: np.real(np.emath.logn(-3.0, x)), 2.0)[0]   # a Python base
+    np.testing.assert_allclose(g, np.real(1 / (2.0 * np.log(-3.0 + 0j))))
+    x32 = np.array([-1.0, 4.0], np.float32)
+    assert tr.gradient(lambda x: np.sum(np.imag(np.emath.sqrt(x))), x32)[0].dtype == np.float32
 
 
 def test_new_elementwise_values():

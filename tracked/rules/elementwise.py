@@ -494,11 +494,12 @@ defcomposite(np.sort_complex, lambda a: np.astype(np.sort(a), np.result_type(a, 
 # --------------------------------------------------------------------------
 # NumPy's own code first converts with np.asarray (which refuses a tracked value), then
 # turns a real argument complex when any element is outside the real domain; the same
-# test here is a guard on a recorded tape.  The cast's pullback keeps the real part.
+# test here is a guard on a recorded tape.  ``x + 0j`` keeps float32 single (a weak
+# scalar), and a real input's gradient is the real part of its cotangent.
 
 def _complex_where(x, outside):
     if getattr(x, 'dtype', np.dtype(float)).kind != 'c' and np.any(outside(x)):
-        return np.astype(x, np.result_type(x, np.complex64))
+        return x + 0j
     return x
 
 
