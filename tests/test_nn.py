@@ -129,7 +129,7 @@ def test_logitcrossentropy_gradient_is_softmax_minus_target():
 def test_onehot():
     np.testing.assert_array_equal(nn.onehot(np.array([1, 0]), 3), [[0, 1, 0], [1, 0, 0]])
     assert nn.onehot(2, 4).tolist() == [0, 0, 1, 0]
-    with pytest.raises(ValueError, match='0..2'):
+    with pytest.raises(ValueError, match=r'in \[0, 3\) for 3 classes; got 3 at position 0'):
         nn.onehot(np.array([3]), 3)
     with pytest.raises(TypeError, match='integer'):
         nn.onehot(np.array([0.5]), 3)
@@ -309,6 +309,76 @@ def test_labels_through_gradient_are_not_differentiated():
         nn.logitcrossentropy(X, np.array([0.5, 1, 2, 3]))
     with pytest.raises(TypeError, match='integers'):
         nn.logitcrossentropy(X, np.array(['a', 'b', 'c', 'd']))
+
+
+# --------------------------------------------------------------------------
+# The losses refuse what they cannot mean (issue 23): never a silent broadcast
+# --------------------------------------------------------------------------
+
+LOGITS = np.array([[1.0, 2.0], [0.5, -1.0], [2.0, 0.0]])
+
+
+@pytest.mark.parametrize('loss', [nn.logitcrossentropy,
+                                  lambda p, y: nn.crossentropy(nn.softmax(p), y)],
+                         ids=['logitcrossentropy', 'crossentropy'])
+@pytest.mark.parametrize('labels, message', [
+    ([0, 5, 1], r'labels must be integers in \[0, 2\) for 2 classes; got 5 at position 1'),
+    ([0, -1, 1], r'in \[0, 2\) for 2 classes; got -1 at position 1'),   # was dropped too
+    ([0.0, 1.0, 2.0], r'got 2 at position 2'),
+    ([[0, 1, 1]], r'integer class labels of shape \(3,\); got shape \(1, 3\)'),
+    ([0, 1], r'got shape \(2,\)'),
+    (np.ones((3, 3)), r'probabilities of shape \(3, 2\)'),
+])
+def test_losses_refuse_labels_and_targets_they_cannot_mean(loss, labels, message):
+    with pytest.raises(ValueError, match=message):
+        loss(LOGITS, np.array(labels))
+    with pytest.raises(ValueError, match=message):                # while differentiated
+        tr.gradient(lambda x: loss(x, np.array(labels)), LOGITS)
+
+
+def test_out_of_range_labels_of_issue_23():
+    with pytest.raises(ValueError, match=r'got 5 at position 1'):
+        nn.logitcrossentropy(LOGITS, np.array([0, 5, 1]))       # was 0.52 (one sample dropped)
+    with pytest.raises(ValueError, match=r'got 5 at position 1'):
+        nn.onehot(np.array([0, 5, 1]), 2)
+    with pytest.raises(ValueError, match=r'got 3 at position \(1, 1\)'):
+        nn.logitcrossentropy(np.zeros((2, 2, 3)), np.array([[0, 1], [2, 3]]))
+
+
+@pytest.mark.parametrize('loss', [nn.logitcrossentropy, nn.crossentropy])
+def test_one_column_of_predictions_is_refused(loss):
+    with pytest.raises(ValueError, match=r'one column per class.*at least 2; got shape \(3, 1\)'):
+        loss(LOGITS[:, :1], np.array([0, 1, 1]))                # was 0.0, gradient 0
+    with pytest.raises(ValueError, match='one column per class'):
+        loss(LOGITS[:, :1], np.array([[0.0], [1.0], [1.0]]))
+
+
+def test_mse_refuses_shapes_it_would_broadcast():
+    with pytest.raises(ValueError, match=r'shape of yhat, \(3, 1\).*got \(3,\)'):
+        nn.mse(np.array([[1.0], [2.0], [3.0]]), np.array([1.0, 2.0, 3.0]))   # was 1.333
+    with pytest.raises(ValueError, match='not broadcast'):
+        tr.gradient(lambda p: nn.mse(p, np.ones(3)), np.ones((3, 1)))
+    assert nn.mse(np.array([[1.0], [2.0], [3.0]]), np.array([[1.0], [2.0], [3.0]])) == 0.0
+    assert nn.mse(np.array([1.0, 3.0]), 2.0) == 1.0             # a scalar target is fine
+
+
+def test_checked_losses_still_differentiate():
+    labels = np.array([0, 1, 1])
+    for f in (lambda x: nn.logitcrossentropy(x, labels), lambda x: nn.mse(x, LOGITS * 2),
+              lambda x: nn.crossentropy(nn.softmax(x), labels)):
+        assert tr.gradcheck(f, LOGITS)
+    # labels as a differentiated argument (tracked float64), and on a recorded tape
+    g = tr.gradient(lambda x, y: nn.logitcrossentropy(x, y), LOGITS, labels)
+    np.testing.assert_allclose(g[0], tr.gradient(lambda x: nn.logitcrossentropy(x, labels),
+                                                 LOGITS)[0])
+    with pytest.raises(ValueError, match='got 2 at position 0'):
+        tr.gradient(lambda x, y: nn.logitcrossentropy(x, y), LOGITS, np.array([2, 0, 1]))
+    tape = tr.GradientTape(lambda x, y: nn.logitcrossentropy(x, y), LOGITS, labels, wrt=(0,))
+    other = np.array([1, 0, 0])
+    np.testing.assert_allclose(tape.gradient(LOGITS, other)[0],
+                               tr.gradient(lambda x: nn.logitcrossentropy(x, other), LOGITS)[0])
+    with pytest.raises(tr.TapeGuardError):
+        tape.gradient(LOGITS, np.array([0, 5, 1]))
 
 
 def test_doctests():

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .tree_util import flatten, is_node, unflatten
-from .values import Tracked, as_value, plain
+from .values import Tracked, as_value, object_array_error, plain
 
 __all__ = ['ADType', 'split_backend', 'check_function', 'differentiable', 'Args', 'match_gradient',
            'float_dtype', 'is_number_list', 'first_output', 'check_scalar']
@@ -92,10 +92,14 @@ def differentiable(x):
     [True, True, False, False, False]
     """
     if isinstance(x, (np.ndarray, Tracked)):
+        if x.dtype.kind == 'O' and x.size and all(map(_is_number, x.flat)):
+            raise object_array_error(x)     # (one of strings, say, is a constant)
         return x.dtype.kind in 'fiuc'
-    if isinstance(x, (bool, np.bool_)):
-        return False
-    return isinstance(x, (int, float, complex, np.number))
+    return _is_number(x)
+
+
+def _is_number(x):
+    return isinstance(x, (int, float, complex, np.number)) and not isinstance(x, (bool, np.bool_))
 
 
 class Args:

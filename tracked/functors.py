@@ -110,6 +110,14 @@ def grad(x: Any) -> Any:
     >>> tr.back(np.sum(m['w'] ** 2)); tr.grad(m)
     {'w': array([2., 4.]), 'act': None}
     """
+    if callable(x) and not is_node(x):     # (a callable model is a node: a layer)
+        # JAX's grad(f): the None it would give makes scipy.optimize.minimize(f, x0,
+        # jac=tr.grad(f)) fall back to finite differences without a word
+        raise TypeError('tr.grad(x) reads the gradients that tr.back left in tracked leaves '
+                        '(or a model of them); it got a function. For the gradient of f at '
+                        'x call tr.gradient(f, x); for a gradient function (JAX\'s grad(f), '
+                        'e.g. jac= of scipy.optimize.minimize) write '
+                        'lambda x: tr.gradient(f, x)[0]')
     if _is_single(x):
         return _grad1(x)
     return tree_map(_grad1, x, statics=False)

@@ -113,33 +113,69 @@ def logsoftmax(x: Any, axis: int | tuple[int, ...] | None = -1) -> Any:
 def mse(yhat: Any, y: Any, agg: Callable[[Any], Any] = np.mean) -> Any:
     """``mse(yhat, y) -> mean((yhat - y) ** 2)`` over all elements (``agg=np.sum`` to sum).
 
+    ``y`` has the shape of ``yhat`` (or is a scalar): other shapes raise a ``ValueError``
+    instead of broadcasting ((3, 1) against (3,) would compare every pair).
+
     >>> import numpy as np, tracked as tr
     >>> float(tr.nn.mse(np.array([1.0, 2.0]), np.array([1.0, 4.0])))
     2.0
     """
+    shape = _shape(y)
+    if shape and shape != _shape(yhat):
+        raise ValueError(f'mse: y must have the shape of yhat, {_shape(yhat)} (or be a '
+                         f'scalar); got {shape}. Reshape one of them: they are not '
+                         f'broadcast')
     return agg((yhat - y) ** 2)
 
 
-def _targets(y: Any, like: Any) -> Any:
+def _shape(x: Any) -> tuple[int, ...]:
+    # x.shape directly: np.shape of a tracked value is a dispatched call (~1 us)
+    shape = getattr(x, 'shape', None)
+    return np.shape(x) if shape is None else shape
+
+
+def _targets(y: Any, like: Any, who: str) -> Any:
     """``y`` as one-hot/probabilities shaped like ``like``: class labels are expanded.
 
     Labels are recognised by having one axis fewer than the predictions.  They are
     indices, never differentiated (``gradient(loss, model, x, labels)`` tracks integer
-    arrays too, as float64).
+    arrays too, as float64).  Only shapes and the labels are checked: the predictions
+    may be tracked, and their values are never read.
     """
-    if np.ndim(y) != np.ndim(like) - 1:
+    shape = _shape(like)
+    if not shape or shape[-1] < 2:
+        raise ValueError(f'{who} needs one column per class on the last axis of the '
+                         f'predictions, at least 2; got shape {shape} (with one column the '
+                         f'loss is constant). For two classes give two columns')
+    if _shape(y) == shape:
         return y
+    if _shape(y) != shape[:-1]:
+        raise ValueError(f'{who}: y must be one-hot or probabilities of shape {shape} (the '
+                         f'predictions), or integer class labels of shape {shape[:-1]}; got '
+                         f'shape {_shape(y)}')
     labels = y if hasattr(y, 'dtype') else np.asarray(y)
     if labels.dtype.kind == 'f':
         if not np.all(labels == np.round(labels)):      # (a guard on a recorded tape)
-            raise ValueError(f'targets with one axis fewer than the predictions {np.shape(like)} '
+            raise ValueError(f'targets with one axis fewer than the predictions {shape} '
                              f'are class labels and must be integers; for probabilities, '
                              f'give them the shape of the predictions')
     elif labels.dtype.kind not in 'iu':
         raise TypeError(f'class labels must be integers, got dtype {labels.dtype}')
+    _check_labels(labels, shape[-1], who)
     # Compared, not read: on a recorded tape the labels stay an input, so a replay with
     # other labels uses them (reading their values would freeze the recorded ones).
-    return (np.expand_dims(labels, -1) == np.arange(np.shape(like)[-1])).astype(np.float64)
+    return (np.expand_dims(labels, -1) == np.arange(shape[-1])).astype(np.float64)
+
+
+def _check_labels(labels: Any, n_classes: int, who: str) -> None:
+    """A ``ValueError`` naming the first label outside ``[0, n_classes)``."""
+    outside = (labels < 0) | (labels >= n_classes)
+    # A guard on a recorded tape: np.sum of a mask compiles to a kernel, np.all does not
+    if np.sum(outside):
+        at = tuple(int(i) for i in np.unravel_index(np.argmax(outside), np.shape(outside)))
+        raise ValueError(f'{who}: labels must be integers in [0, {n_classes}) for '
+                         f'{n_classes} classes; got {labels[at]:g} at position '
+                         f'{at[0] if len(at) == 1 else at}')
 
 
 def crossentropy(yhat: Any, y: Any, agg: Callable[[Any], Any] = np.mean,
@@ -148,15 +184,16 @@ def crossentropy(yhat: Any, y: Any, agg: Callable[[Any], Any] = np.mean,
 
     ``yhat`` holds probabilities (e.g. the output of ``softmax``) with classes on the
     last axis; ``y`` is one-hot or probabilities of the same shape, or integer class
-    labels with one axis fewer (not differentiated).  ``eps`` (default: the machine
-    epsilon of ``yhat``'s dtype, as in Flux) keeps ``log`` finite at 0.  Prefer
-    ``logitcrossentropy`` on logits: it is more accurate.
+    labels with one axis fewer (not differentiated); other shapes, labels outside
+    ``[0, n_classes)`` and a single class column raise a ``ValueError``.  ``eps``
+    (default: the machine epsilon of ``yhat``'s dtype, as in Flux) keeps ``log`` finite
+    at 0.  Prefer ``logitcrossentropy`` on logits: it is more accurate.
 
     >>> import numpy as np, tracked as tr
     >>> round(float(tr.nn.crossentropy(np.array([[0.1, 0.9]]), np.array([[0.0, 1.0]]))), 6)
     0.105361
     """
-    y = _targets(y, yhat)
+    y = _targets(y, yhat, 'crossentropy')
     if eps is None:
         dt = getattr(yhat, 'dtype', np.dtype(np.float64))
         eps = np.finfo(dt if dt.kind == 'f' else np.float64).eps
@@ -167,13 +204,14 @@ def logitcrossentropy(logits: Any, y: Any, agg: Callable[[Any], Any] = np.mean) 
     """``logitcrossentropy(logits, y) -> crossentropy(softmax(logits), y)``, computed stably.
 
     Classes are on the last axis; ``y`` is one-hot or probabilities shaped like
-    ``logits``, or integer class labels with one axis fewer.  The mean is over the batch.
+    ``logits``, or integer class labels with one axis fewer (checked as in
+    ``crossentropy``).  The mean is over the batch.
 
     >>> import numpy as np, tracked as tr
     >>> round(float(tr.nn.logitcrossentropy(np.array([[0.0, 0.0]]), np.array([1]))), 6)
     0.693147
     """
-    y = _targets(y, logits)
+    y = _targets(y, logits, 'logitcrossentropy')
     return agg(-np.sum(y * logsoftmax(logits, axis=-1), axis=-1))
 
 
@@ -189,9 +227,7 @@ def onehot(labels: npt.ArrayLike, n_classes: int,
     labels = np.asarray(labels)
     if labels.dtype.kind not in 'iu':
         raise TypeError(f'onehot expects integer class labels, got dtype {labels.dtype}')
-    if labels.size and (labels.min() < 0 or labels.max() >= n_classes):
-        raise ValueError(f'onehot: labels must lie in 0..{n_classes - 1}, got values from '
-                         f'{labels.min()} to {labels.max()}')
+    _check_labels(labels, n_classes, 'onehot')
     return np.eye(n_classes, dtype=dtype)[labels]
 
 
@@ -302,7 +338,7 @@ class Dense(Layer):
 
     def __call__(self, x: Any) -> Any:
         n_out, n_in = self.weight.shape
-        shape = x.shape if hasattr(x, 'shape') else np.shape(x)
+        shape = _shape(x)
         if shape[-1:] != (n_in,):
             raise ValueError(f'Dense({n_in} => {n_out}) expects input of shape (..., {n_in}), '
                              f'got {shape}')

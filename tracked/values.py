@@ -467,11 +467,11 @@ def call_nondiff(fun: Callable[..., Any], args: Sequence[Any], kwargs: dict[str,
     return fun(*plain(args), **plain(kwargs))
 
 
-def _conversion_message(call: str) -> str:
-    return (f'{call} of a tracked value would drop its gradient (so would math.*, '
+def _conversion_message(what: str) -> str:
+    return (f'{what} would drop its gradient (so would math.*, '
             f'np.float64(...), storing it into a plain array with a[i] = t or a.fill(t), '
             f'and np.array([...]) of tracked values). Read the value on purpose with '
-            f't.item() or tr.data(t) (guarded on recorded tapes), branch with a comparison '
+            f'tr.data(t) (a recorded tape follows it), branch with a comparison '
             f'(if t > 0: ...), and build arrays from tracked values with np.stack([...]) '
             f'(or import tracked.numpy as np, whose np.array accepts them, and whose '
             f'zeros_like/empty_like(x) of a tracked x give an array that out[i] = t can '
@@ -490,12 +490,17 @@ else:
     _PERCENT = ((dis.opmap['BINARY_MODULO'], None), (dis.opmap['INPLACE_MODULO'], None))
 
 
-def _formatting_as_text(frame: Any) -> bool:
-    """Whether ``frame`` is running a ``%`` operator (string formatting, see above)."""
+# ``a[i] = t`` into a plain array reaches __float__ from NumPy's C setter: the same
+# refusal, worded for the statement the user wrote.
+_STORE = ((dis.opmap['STORE_SUBSCR'], None),)
+
+
+def _running(frame: Any, ops: tuple[tuple[int, tuple[int, ...] | None], ...]) -> bool:
+    """Whether ``frame``'s current instruction is one of ``ops`` (``_PERCENT``, ``_STORE``)."""
     try:
         code, i = frame.f_code.co_code, frame.f_lasti
         return any(code[i] == op and (args is None or code[i + 1] in args)
-                   for op, args in _PERCENT)
+                   for op, args in ops)
     except (AttributeError, IndexError, KeyError):
         return False
 
@@ -855,7 +860,7 @@ class Tracked:
     # Conversions to Python numbers would drop the gradient without a word (NumPy calls
     # them for np.float64(t), math.exp(t), a[i] = t, a.fill(t), np.array([t0, t1])):
     # refused, as JAX refuses them, unlike PyTorch's silent float(loss).  Reading a
-    # value on purpose is t.item() or tr.data(t); branching is bool(t > 0).
+    # value on purpose is tr.data(t); branching is bool(t > 0).
     def __float__(self) -> float:
         return float(self._convert('float', 'float()'))
 
@@ -877,10 +882,14 @@ class Tracked:
         rec = active_recorder()
         if rec is not None and self._node.level == rec.level:
             return self._concrete(kind)
-        if _formatting_as_text(sys._getframe(2)):
+        frame = sys._getframe(2)
+        if _running(frame, _PERCENT):
             return plain(self)
+        if _running(frame, _STORE):
+            raise TypeError(_conversion_message('a[i] = t, storing a tracked value into a plain '
+                                                'array,'))
         caller = library_caller(2)          # SciPy's quad, brentq, ...: name the one called
-        raise TypeError(_conversion_message(call) if caller is None else
+        raise TypeError(_conversion_message(f'{call} of a tracked value') if caller is None else
                         f'{caller[0]} calls {call} on a tracked value.{caller[1]} '
                         f'{_conversion_message(call)}')
 
@@ -890,15 +899,21 @@ class Tracked:
             raise TypeError(f'only integer tracked scalars can be used as an index (or '
                             f'where Python needs an int); this one holds a '
                             f'{np.asarray(value).dtype}: read its value on purpose with '
-                            f'int(t.item()), which drops its gradient')
+                            f'int(tr.data(t)), which drops its gradient')
         return operator.index(value)
 
+    # A Python number or list is as untracked as float()'s result: the same refusal
+    # (a loss returned as loss.item() gave the gradient None without a word).
     def item(self, *args: Any) -> Any:
-        return self._concrete('item').item(*args) if hasattr(plain(self), 'item') \
-            else self._concrete('item')
+        return np.asarray(self._read('.item()')).item(*args)
 
     def tolist(self) -> Any:
-        return np.asarray(self._concrete('item')).tolist()
+        return np.asarray(self._read('.tolist()')).tolist()
+
+    def _read(self, call: str) -> Any:
+        if getattr(plain(self), 'dtype', np.dtype(float)).kind in 'iub':
+            return self._concrete('item')           # an integer: a size, an index
+        return self._convert('item', call)
 
     # -- NumPy protocols -----------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
@@ -977,12 +992,20 @@ class Tracked:
         return call(np.round, self, ndigits or 0)
 
     # -- indexing and mutation ---------------------------------------------------
+    # A 0-d value keeps __getitem__ (x[()], x[None], x[...] as for a 0-d array), which
+    # makes it a sequence to C: NumPy reports a[i] = t, whose float(t) refuses, as
+    # "setting an array element with a sequence", raised from tracked's TypeError
+    # (its cause, shown first in the traceback).  Dropping 0-d indexing to get the
+    # TypeError alone was rejected: it broke NumPy code that indexes scalars.
     def __len__(self) -> int:
+        if not self.ndim:
+            raise TypeError('len() of a 0-d tracked value: it is unsized, as a 0-d array is')
         return len(self._value)
 
     def __iter__(self) -> Iterator[Any]:
-        for i in range(len(self)):
-            yield self[i]
+        if not self.ndim:
+            raise TypeError('iteration over a 0-d tracked value, as over a 0-d array')
+        return (self[i] for i in range(len(self)))
 
     def __getitem__(self, idx: Any) -> Any:
         if type(idx) is slice:
@@ -1430,6 +1453,8 @@ def as_value(x: Any, int_to_float: bool = True) -> Any:
         refuse_subclass(x)
     arr = np.asarray(x)
     kind = arr.dtype.kind
+    if kind == 'O':
+        raise object_array_error(arr)
     if kind not in 'fiubc':
         raise TypeError(f'expected a number or an array of numbers, got {type(x).__name__} '
                         f'with dtype {arr.dtype}')
@@ -1450,9 +1475,19 @@ def plain_result(name: str, ans: Any) -> np.ndarray | np.generic:
         refuse_subclass(ans, name)
     if getattr(ans, 'dtype', None) is None or ans.dtype.kind == 'O':
         raise TypeError(f'{name} gave {_describe_value(ans)}: an operand holds Python '
-                        f'objects (an array of dtype object?). tracked differentiates '
-                        f'numeric arrays: convert it with .astype(float) first')
+                        f'objects (an array of dtype object?). {_OBJECTS_FIX}')
     return ans
+
+
+_OBJECTS_FIX = ('tracked differentiates arrays of numbers: convert it with x.astype(float) '
+                'first')
+
+
+def object_array_error(x: Any) -> TypeError:
+    """The error for an array of dtype object given where tracked takes numbers."""
+    return TypeError(f'got an array of dtype object (shape {x.shape}): its numbers are '
+                     f'Python objects, which tracked cannot differentiate (their gradient '
+                     f'would be None). {_OBJECTS_FIX}')
 
 
 def _describe_value(v: Any) -> str:

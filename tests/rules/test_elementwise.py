@@ -462,12 +462,46 @@ MORE_CASES = [
     case(np.fix, _AWAY),
     case(np.sort_complex, arg((5,), dtype=np.complex128)),
 ]
-CASES = CASES + MORE_CASES       # a new list: the parametrisation above keeps its own
+# np.emath: real arguments outside the real domain give complex results; a real
+# argument's gradient is the real part (arcsin and arccos of 2 + 0j had the imaginary
+# part's derivative negated)
+_OUTSIDE = arg((6,), values=[-3.0, -2.0, -0.5, 0.5, 2.0, 3.0])
+_EMATH = (np.emath.sqrt, np.emath.log, np.emath.log2, np.emath.log10, np.emath.arcsin,
+          np.emath.arccos, np.emath.arctanh)
+EMATH_CASES = [
+    *[case(fn, _OUTSIDE) for fn in _EMATH],
+    *[case(fn, arg((2, 3), 0.2, 0.9)) for fn in _EMATH],       # inside: real results
+    case(np.emath.power, _OUTSIDE, arg((6,), -1.0, 1.0)),
+    case(np.emath.power, _OUTSIDE, const(3)),
+    case(np.emath.logn, arg((), 2.0, 3.0), _OUTSIDE),
+    case(np.emath.logn, arg((), values=-3.0), arg((6,), 0.5, 2.0)),
+]
+CASES = CASES + MORE_CASES + EMATH_CASES   # a new list: the parametrisations keep their own
 
 
-@parametrize(MORE_CASES)
+@parametrize(MORE_CASES + EMATH_CASES)
 def test_more_elementwise_against_finite_differences(c):
     c.check()
+
+
+@pytest.mark.parametrize('fn', _EMATH)
+def test_emath_values_and_dtypes_are_numpys(fn):
+    x = np.array([-3.0, -0.5, 0.5, 2.0])
+    for v in (x, np.abs(x) / 4):
+        y = tr.data(fn(tr.param(v)))
+        np.testing.assert_allclose(y, fn(v), rtol=1e-15)
+        assert y.dtype == fn(v).dtype
+
+
+def test_emath_sqrt_of_a_negative_number_issue_23():
+    g = tr.gradient(lambda x: np.sum(np.imag(np.emath.sqrt(x))), np.array([-4.0, 4.0]))[0]
+    np.testing.assert_allclose(g, [-0.25, 0.0])      # Im sqrt(x) = sqrt(-x) for x < 0
+    g = tr.gradient(lambda x: np.imag(np.emath.arcsin(x)), 2.0)[0]
+    np.testing.assert_allclose(g, 1 / np.sqrt(3.0))  # Im arcsin(x) = arccosh(x) for x > 1
+    g = tr.gradient(lambda x: np.real(np.emath.logn(-3.0, x)), 2.0)[0]   # a Python base
+    np.testing.assert_allclose(g, np.real(1 / (2.0 * np.log(-3.0 + 0j))))
+    x32 = np.array([-1.0, 4.0], np.float32)
+    assert tr.gradient(lambda x: np.sum(np.imag(np.emath.sqrt(x))), x32)[0].dtype == np.float32
 
 
 def test_new_elementwise_values():

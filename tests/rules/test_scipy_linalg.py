@@ -66,6 +66,10 @@ def banded(l_and_u, ab, b):
                 covers=sla.solve_banded, name=f'solve_banded({l_and_u},{_spec(ab)},{_spec(b)})')
 
 
+NEGATIVE = np.array([[1.0, 0.5], [0.5, -1.0]])           # eigenvalues +-1.118
+_P = RNG.standard_normal((3, 3)) + 2 * np.eye(3)
+NEGATIVE3 = _P @ np.diag([-2.0, 1.0, 3.0]) @ np.linalg.inv(_P)    # not symmetric
+
 CASES = [
     # solve_triangular: every trans, both triangles, unit diagonal, vector and matrix b
     *[st((3, 3), b, trans=t, lower=lo) for t in (0, 1, 2, 'T') for lo in (True, False)
@@ -90,6 +94,12 @@ CASES = [
          name='logm(nonsymmetric(3,3))'),
     case(lambda a: tla.logm(np.eye(2) * 2 + 0.3 * a), carg((2, 2)), covers=sla.logm,
          name='logm(complex(2,2))', order=COMPLEX_ORDER),
+    # a real matrix with a negative eigenvalue: complex results, whose imaginary part's
+    # gradient had the wrong sign and whose second derivatives were ~1e13
+    *[case(fn, arg(np.shape(m), values=m), covers=cover, name=f'{cover.__name__}({name})')
+      for fn, cover in ((tla.sqrtm, sla.sqrtm), (tla.logm, sla.logm))
+      for name, m in (('negative eigenvalue', NEGATIVE), ('3x3 negative eigenvalue', NEGATIVE3),
+                      ('stack, one negative', np.stack([NEGATIVE3, spd(B3 @ B3.T)])))],
     # factorisations and their solvers
     case(lambda a: tla.lu_factor(a)[0], (4, 4), covers=sla.lu_factor, name='lu_factor(4,4)'),
     case(lambda a: tla.lu_factor(a)[0], carg((3, 3)), covers=sla.lu_factor,
@@ -169,6 +179,34 @@ def test_matrix_functions_match_scipy():
     x = tr.param(S)
     for mine, theirs in ((tla.expm, sla.expm), (tla.sqrtm, sla.sqrtm), (tla.logm, sla.logm)):
         np.testing.assert_allclose(mine(x).data, theirs(S), rtol=1e-10)
+
+
+def _central(f, x, eps=1e-6):
+    """Central finite differences of ``f`` (any output shape) at each element of ``x``."""
+    cols = []
+    for i in range(x.size):
+        e = np.zeros(x.size)
+        e[i] = eps
+        cols.append((np.asarray(f(x + e.reshape(x.shape))) - f(x - e.reshape(x.shape))) / (2 * eps))
+    return np.moveaxis(np.array(cols), 0, -1)
+
+
+@pytest.mark.parametrize('part', [np.real, np.imag])
+@pytest.mark.parametrize('fun', [tla.sqrtm, tla.logm])
+def test_real_matrix_with_a_negative_eigenvalue_to_second_order(fun, part):
+    def f(x):
+        return part(np.sum(fun(x)))
+    (g,) = tr.gradient(f, NEGATIVE)
+    np.testing.assert_allclose(g, _central(f, NEGATIVE).reshape(2, 2), rtol=1e-7, atol=1e-9)
+    want = _central(lambda x: tr.gradient(f, x)[0].ravel(), NEGATIVE)
+    for h in (tr.hessian(f, NEGATIVE), tr.hessian_reverse(f, NEGATIVE)):
+        np.testing.assert_allclose(h, want, rtol=1e-6, atol=1e-8)
+
+
+def test_sqrtm_imaginary_part_gradient_of_issue_23():
+    (g,) = tr.gradient(lambda x: np.imag(np.sum(tla.sqrtm(x))), NEGATIVE)
+    np.testing.assert_allclose(g, [[0.17535014, -0.3198466], [-0.3198466, -0.43674669]],
+                               rtol=1e-7)
 
 
 def test_expm_gradient_is_the_frechet_derivative():

@@ -20,12 +20,14 @@ fixed once recorded:
   constant of the tape), while complex arrays and NumPy complex scalars are leaves,
   differentiated like real ones.
 
+An array of dtype object holding numbers is refused as in ``tr.gradient``.
 Everything else (None, bools, strings, functions, ``@tr.leaf`` objects, arrays of
 strings) is static: part of the structure, compared by value (by identity when
 unhashable) on replay.  A tracked value is refused.
 """
 import numpy as np
 
+from ..arguments import differentiable
 from ..tree_util import DICT, LEAF, LIST, STATIC, TUPLE, flatten, unflatten, keystr
 from ..values import Tracked
 
@@ -50,7 +52,8 @@ def is_input(x):
     """
     t = type(x)
     if t is np.ndarray:
-        return x.dtype.kind in _ARRAY_KINDS
+        # (differentiable raises for an object array of numbers, as tr.gradient does)
+        return x.dtype.kind in _ARRAY_KINDS or x.dtype.kind == 'O' and differentiable(x)
     if t is float or t is int:
         return True
     if isinstance(x, np.generic):

@@ -174,8 +174,25 @@ defpartials(np.logaddexp2, lambda ans, x, y: np.exp2(x - ans),
 defpartials(np.sin, lambda ans, x: np.cos(x), kernel='np.sin({0})')
 defpartials(np.cos, lambda ans, x: -np.sin(x), kernel='np.cos({0})')
 defpartials(np.tan, lambda ans, x: 1.0 + ans * ans, kernel='np.tan({0})')
-defpartials(np.arcsin, lambda ans, x: 1.0 / np.sqrt(1.0 - x * x), kernel='np.arcsin({0})')
-defpartials(np.arccos, lambda ans, x: -1.0 / np.sqrt(1.0 - x * x), kernel='np.arccos({0})')
+
+
+# Complex: 1/cos(arcsin z) and -1/sin(arccos z), on the branch NumPy's value took: on
+# the cut above 1 (z = 2 + 0j, as np.emath.arcsin(2.0) makes) the principal
+# sqrt(1 - z^2) is the other branch and the derivative of the imaginary part flips.
+def _arcsin_partial(ans, x):
+    if is_complex(x):
+        return 1.0 / np.cos(ans)
+    return 1.0 / np.sqrt(1.0 - x * x)
+
+
+def _arccos_partial(ans, x):
+    if is_complex(x):
+        return -1.0 / np.sin(ans)
+    return -1.0 / np.sqrt(1.0 - x * x)
+
+
+defpartials(np.arcsin, _arcsin_partial, kernel='np.arcsin({0})')
+defpartials(np.arccos, _arccos_partial, kernel='np.arccos({0})')
 defpartials(np.arctan, lambda ans, x: 1.0 / (1.0 + x * x), kernel='np.arctan({0})')
 defpartials(np.arctan2, lambda ans, y, x: x / (x * x + y * y),
             lambda ans, y, x: -y / (x * x + y * y), kernel='np.arctan2({0}, {1})')
@@ -470,3 +487,37 @@ def _i0(x):
 defcomposite(np.i0, _i0)
 defcomposite(np.fix, lambda x, out=None: np.trunc(x) if out is None else np.trunc(x, out=out))
 defcomposite(np.sort_complex, lambda a: np.astype(np.sort(a), np.result_type(a, 1j)))
+
+
+# --------------------------------------------------------------------------
+# np.emath (np.lib.scimath): complex results outside the real domain
+# --------------------------------------------------------------------------
+# NumPy's own code first converts with np.asarray (which refuses a tracked value), then
+# turns a real argument complex when any element is outside the real domain; the same
+# test here is a guard on a recorded tape.  ``x + 0j`` keeps float32 single (a weak
+# scalar), and a real input's gradient is the real part of its cotangent.
+
+def _complex_where(x, outside):
+    if getattr(x, 'dtype', np.dtype(float)).kind != 'c' and np.any(outside(x)):
+        return x + 0j
+    return x
+
+
+def _negative(x):
+    return x < 0
+
+
+def _beyond_one(x):
+    return np.abs(x) > 1
+
+
+for _f, _g, _outside in ((np.emath.sqrt, np.sqrt, _negative), (np.emath.log, np.log, _negative),
+                         (np.emath.log2, np.log2, _negative),
+                         (np.emath.log10, np.log10, _negative),
+                         (np.emath.arccos, np.arccos, _beyond_one),
+                         (np.emath.arcsin, np.arcsin, _beyond_one),
+                         (np.emath.arctanh, np.arctanh, _beyond_one)):
+    defcomposite(_f, lambda x, _g=_g, _outside=_outside: _g(_complex_where(x, _outside)))
+defcomposite(np.emath.logn, lambda n, x: np.log(_complex_where(x, _negative))
+             / np.log(_complex_where(n, _negative)))
+defcomposite(np.emath.power, lambda x, p: np.power(_complex_where(x, _negative), p))

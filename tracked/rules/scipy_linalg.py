@@ -9,8 +9,9 @@ primitive, named ``scipy.linalg.*``).  Not imported by ``import tracked``: impor
 - ``solve_triangular``: the triangle it reads gets the gradient (the other one, and
   the diagonal under ``unit_diagonal=True``, get zeros: SciPy never reads them).
 - ``expm``, ``sqrtm``, ``logm``: primary matrix functions with real coefficients,
-  whose pullback is the Fréchet derivative at ``A^H`` along the cotangent and whose
-  tangent is the one at ``A``, both by the block-matrix identity
+  whose pullback is ``conj(L_f(A^T, conj G))`` (the Fréchet derivative on A's own
+  branch, also for a real matrix with a negative eigenvalue) and whose tangent is
+  ``L_f(A, E)``, both by the block-matrix identity
   ``f([[A, E], [0, A]]) = [[f(A), L_f(A, E)], [0, f(A)]]`` (Higham, *Functions of
   Matrices*, 3.2).  Written with the function itself, so derivatives nest to any
   order; ``scipy.linalg.expm_frechet`` was rejected because its result is not
@@ -57,10 +58,13 @@ def _is_complex(x):
     return _dtype(x).kind == 'c'
 
 
+def _conj(x):
+    return np.conj(x) if _is_complex(x) else x
+
+
 def _mH(x):
     """The conjugate transpose of each matrix (the transpose for real ones)."""
-    xt = np.swapaxes(x, -1, -2)
-    return np.conj(xt) if _is_complex(x) else xt
+    return _conj(np.swapaxes(x, -1, -2))
 
 
 _TRANS = {0: 0, 1: 1, 2: 2, 'N': 0, 'T': 1, 'C': 2, 'n': 0, 't': 1, 'c': 2}
@@ -143,14 +147,46 @@ def _block(x, e):
                            np.concatenate([zeros, x], axis=-1)], axis=-2)
 
 
-def _matrix_function(fun, name):
-    """The primitive of a primary matrix function ``fun`` with real coefficients."""
+def _cut_angle(a):
+    """The angle by which to turn the branch cut of sqrt and log (the negative real
+    axis) clockwise, per matrix: halfway between the eigenvalues of ``a`` nearest to it
+    from above and from below, when one lies within 0.1 rad of it; else 0.
+
+    The Fréchet block ``[[A, E], [0, A]]`` holds each eigenvalue of A twice, which
+    rounding splits by ~1e-8 off the real axis: copies of a real matrix's negative
+    eigenvalue land on both sides of the cut and f of the block is garbage (1e22).
+    f(A) is on the branch above the cut (SciPy's choice: sqrtm gives +i).
+    """
+    w = np.linalg.eigvals(a)
+    dist = np.pi - np.abs(np.angle(w))
+    above = np.min(np.where(np.imag(w) >= 0, dist, np.pi), axis=-1)
+    below = np.min(np.where(np.imag(w) < 0, dist, np.pi), axis=-1)
+    return np.where(np.minimum(above, below) < 0.1, (below - above) / 2, 0.0)
+
+
+nondifferentiable(_cut_angle)
+
+
+def _matrix_function(fun, name, turned=None):
+    """The primitive of a primary matrix function ``fun`` with real coefficients;
+    ``turned(phi)`` is the factor with ``f(z) = turned(phi) * f(exp(-i phi) z) + const``
+    for a function with a branch cut on the negative real axis."""
     def frechet(a, e):               # L_f(a, e), written with the primitive itself
         n = _shape(a)[-1]
-        return apply(prim, (_block(a, e),), {})[..., :n, n:]
+        b = _block(a, e)
+        if turned is not None:
+            phi = call(_cut_angle, a)
+            if np.any(phi != 0):
+                phi = np.expand_dims(phi, (-1, -2))
+                return turned(phi) * apply(prim, (np.exp(-1j * phi) * b,), {})[..., :n, n:]
+        return apply(prim, (b,), {})[..., :n, n:]
 
     def vjp(g, ans, a):
-        return frechet(_mH(a), g)
+        # The adjoint of E -> L_f(A, E) is conj(L_f(A^T, conj(G))): A^T has A's
+        # eigenvalues, so f is taken on A's branch.  L_f(A^H, G), equal elsewhere, puts a
+        # real matrix's negative eigenvalue (sqrtm, logm) on the other side of the cut
+        # and gives the conjugate of the right gradient.
+        return _conj(frechet(np.swapaxes(a, -1, -2), _conj(g)))
 
     def jvp(tangents, ans, a):
         return frechet(a, tangents[0])
@@ -159,8 +195,8 @@ def _matrix_function(fun, name):
 
 
 _matrix_function(sla.expm, 'expm')
-_matrix_function(sla.sqrtm, 'sqrtm')
-_matrix_function(sla.logm, 'logm')
+_matrix_function(sla.sqrtm, 'sqrtm', lambda phi: np.exp(0.5j * phi))
+_matrix_function(sla.logm, 'logm', lambda phi: 1.0)    # (+ i phi I, off the block read)
 
 
 # --------------------------------------------------------------------------
