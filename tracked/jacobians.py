@@ -60,7 +60,8 @@ def _no_complex_inputs(spec: Args, who: str) -> None:
 # --------------------------------------------------------------------------
 
 def withjacobian(f: Callable[..., Any], *args: Any,
-                 mode: Literal['auto', 'forward', 'reverse'] = 'auto') -> WithJacobian:
+                 mode: Literal['auto', 'forward', 'reverse'] = 'auto',
+                 sparsity: Any = None) -> WithJacobian:
     """``withjacobian(f, *args, mode='auto') -> (val, grad)``: the value of ``f`` and, per
     argument, ``J[k, i] = d y.ravel()[k] / d a.ravel()[i]``.
 
@@ -70,6 +71,10 @@ def withjacobian(f: Callable[..., Any], *args: Any,
     mode first, to learn the output's size: ``f`` then runs twice; with at most two
     input elements it goes forward at once).  A scalar argument gives a
     vector, a scalar ``y`` one row; non-numeric arguments give None.
+
+    ``sparsity`` ('auto', a pattern from ``tr.jacobian_sparsity``, or a colouring from
+    ``tr.coloring``) gives each block as a SciPy CSR array, computed with one forward
+    pass, or one reverse sweep, per colour (``tracked.sparse_jacobians``).
 
     >>> import numpy as np, tracked as tr
     >>> val, (J,) = tr.withjacobian(np.cumsum, np.array([1, 2, 3]))
@@ -81,6 +86,9 @@ def withjacobian(f: Callable[..., Any], *args: Any,
     check_function(f, 'withjacobian', args)
     if mode not in _MODES:
         raise ValueError(f'mode={mode!r}: expected one of {_MODES}')
+    if sparsity is not None:
+        from .sparse_jacobians import sparse_withjacobian     # needs SciPy
+        return sparse_withjacobian(f, args, mode, sparsity)
     spec = Args(tuple(args))
     _no_complex_inputs(spec, 'jacobian')
     n = sum(_size(a) for a in spec.flat)
@@ -101,9 +109,11 @@ def withjacobian(f: Callable[..., Any], *args: Any,
 
 
 def jacobian(f: Callable[..., Any], *args: Any,
-             mode: Literal['auto', 'forward', 'reverse'] = 'auto') -> tuple[Any, ...]:
-    """``jacobian(f, *args, mode='auto')``: per argument the matrix
-    ``J[k, i] = d y.ravel()[k] / d a.ravel()[i]`` (see ``withjacobian`` for ``mode``).
+             mode: Literal['auto', 'forward', 'reverse'] = 'auto',
+             sparsity: Any = None) -> tuple[Any, ...]:
+    """``jacobian(f, *args, mode='auto', sparsity=None)``: per argument the matrix
+    ``J[k, i] = d y.ravel()[k] / d a.ravel()[i]`` (see ``withjacobian`` for ``mode``;
+    with ``sparsity``, a SciPy CSR array from one pass per colour: ``tr.coloring``).
 
     >>> import numpy as np, tracked as tr
     >>> J, = tr.jacobian(lambda a: 100 * a[:3] ** 2, np.arange(1, 8))
@@ -111,8 +121,12 @@ def jacobian(f: Callable[..., Any], *args: Any,
     ((3, 7), array([200., 400., 600.]))
     >>> tr.jacobian(lambda t: np.stack([t ** 2, 3 * t]) * 2, 1.0, mode='forward')[0]
     array([4., 6.])
+    >>> J, = tr.jacobian(lambda u: u[1:] * u[:-1], np.arange(1.0, 5.0), sparsity='auto')
+    >>> J
+    <Compressed Sparse Row sparse array of dtype 'float64'
+        with 6 stored elements and shape (3, 4)>
     """
-    return withjacobian(f, *args, mode=mode).grad
+    return withjacobian(f, *args, mode=mode, sparsity=sparsity).grad
 
 
 def _check_output(y: Any, who: str = 'jacobian') -> None:
@@ -261,9 +275,9 @@ def _hessian(f: Callable[..., Any], args: Sequence[Any], mode: Literal['forward'
     return blocks[0] if single else blocks
 
 
-def hessian(f: Callable[..., Any], *args: Any) -> Any:
-    """``hessian(f, x)``: ``H[i, j] = d^2 f / d x.ravel()[i] d x.ravel()[j]``; a scalar for
-    scalar ``x``.
+def hessian(f: Callable[..., Any], *args: Any, sparsity: Any = None) -> Any:
+    """``hessian(f, x, sparsity=None)``: ``H[i, j] = d^2 f / d x.ravel()[i] d x.ravel()[j]``;
+    a scalar for scalar ``x``.
 
     Forward over reverse: one forward pass, carrying one tangent per element of ``x``,
     over the reverse-mode gradient.  Several arguments, or a tree (a dict, tuple or
@@ -282,7 +296,20 @@ def hessian(f: Callable[..., Any], *args: Any) -> Any:
     ((np.float64(0.0), np.float64(4.0)), (np.float64(4.0), np.float64(2.0)))
     >>> tr.hessian(lambda p: p['w'] ** 3, {'w': 1.0})
     {'w': {'w': np.float64(6.0)}}
+
+    ``sparsity`` ('auto', a pattern from ``tr.hessian_sparsity``, or a colouring from
+    ``tr.coloring``) gives a SciPy CSR array from one forward pass carrying one
+    tangent per colour of a symmetric (star) colouring; ``x`` is then one array.
+
+    >>> H = tr.hessian(lambda x: np.sum(x[1:] * x[:-1] ** 2), np.ones(5), sparsity='auto')
+    >>> H.toarray()[:3, :3]
+    array([[2., 2., 0.],
+           [2., 2., 2.],
+           [0., 2., 2.]])
     """
+    if sparsity is not None:
+        from .sparse_jacobians import sparse_hessian          # needs SciPy
+        return sparse_hessian(f, args, sparsity)
     return _hessian(f, args, 'forward', 'hessian')
 
 
