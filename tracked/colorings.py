@@ -183,7 +183,8 @@ class Coloring:
         self.pattern = pattern
         self.kind = kind
         self.colors = np.asarray(colors, np.int64)
-        self.ncolors = int(self.colors.max()) + 1 if self.colors.size else 0
+        # an empty pattern needs no pass at all (greedy gave its columns colour 0)
+        self.ncolors = int(self.colors.max()) + 1 if pattern.nnz else 0
         self._src = self._plan()
         self._seeds: dict[Any, Any] = {}
 
@@ -222,7 +223,8 @@ class Coloring:
         S = self._seeds.get(np.dtype(dtype))
         if S is None:
             S = np.zeros((self.ncolors, len(self.colors)), dtype)
-            S[self.colors, np.arange(len(self.colors))] = 1
+            if self.ncolors:
+                S[self.colors, np.arange(len(self.colors))] = 1
             S.flags.writeable = False
             self._seeds[np.dtype(dtype)] = S
         return S

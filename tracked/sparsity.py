@@ -77,8 +77,11 @@ class Recording:
         self.n = sum(self.sizes)
 
     def point_guards(self) -> list[str]:
-        """Where ``f`` decided something on a value (descriptions of the guards)."""
-        return [g.describe() for g in self.program.guards if g.kind not in _STATIC_GUARDS]
+        """Where ``f`` decided something on a value of its inputs (descriptions of the
+        guards); an integer argument read as an int (a size, an index) is static."""
+        instrs = self.program.instrs
+        return [g.describe() for g in self.program.guards
+                if g.kind not in _STATIC_GUARDS and instrs[g.i].kind != 'input']
 
 
 def record(f: Callable[..., Any], args: Sequence[Any], who: str) -> Recording:
