@@ -27,10 +27,9 @@ import numpy as np
 
 from .api import gradient
 from .reverse import vjp
-from .arguments import (Args, check_function, differentiable, float_dtype, keep_value,
-                        leaf_value)
-from .forward import DUALS, DualLevel, make_dual, primal
-from .tape import thread_state
+from .arguments import (Args, check_function, check_output, float_dtype, keep_value, leaf_value,
+                        no_complex_inputs)
+from .forward import DualLevel, make_dual, output_tangent, primal, run_forward
 from .values import Tracked, plain
 
 __all__ = ['jacobian', 'withjacobian', 'hessian', 'hessian_reverse', 'diaghessian', 'jvp',
@@ -42,17 +41,6 @@ _MODES = ('auto', 'forward', 'reverse')
 
 def _size(x: Any) -> int:
     return int(np.size(plain(x)))
-
-
-def _no_complex_inputs(spec: Args, who: str) -> None:
-    for a in spec.flat:
-        if float_dtype(a).kind == 'c':
-            raise ValueError(
-                f'{who} with respect to a complex argument is ambiguous (a complex derivative '
-                f'exists only for holomorphic functions); pass the real and imaginary parts '
-                f'as real arrays, e.g. ' + (
-                    f'{who}(lambda x, y: f(x + 1j * y), z.real, z.imag)' if who == 'jacobian'
-                    else f'{who}(lambda v: f(v[0] + 1j * v[1]), np.stack([z.real, z.imag]))'))
 
 
 # --------------------------------------------------------------------------
@@ -88,9 +76,9 @@ def withjacobian(f: Callable[..., Any], *args: Any,
         raise ValueError(f'mode={mode!r}: expected one of {_MODES}')
     if sparsity is not None:
         from .sparse_jacobians import sparse_withjacobian     # needs SciPy
-        return sparse_withjacobian(f, args, mode, sparsity)
+        return WithJacobian(*sparse_withjacobian(f, args, mode, sparsity))
     spec = Args(tuple(args))
-    _no_complex_inputs(spec, 'jacobian')
+    no_complex_inputs(spec, 'jacobian')
     n = sum(_size(a) for a in spec.flat)
     # 'auto' with at most two input elements goes forward without asking: two tangents
     # cost about what a reverse recording does, and f runs once (Lux's 2-element input)
@@ -100,7 +88,7 @@ def withjacobian(f: Callable[..., Any], *args: Any,
         # 'auto' records f for reverse mode first: that gives the output's size, and f
         # runs a second time only when forward mode then turns out cheaper.
         y, back = vjp(lambda *ls: f(*spec.rebuild(ls)), *spec.flat)
-        _check_output(y)
+        check_output(y)
         if mode == 'auto' and n <= _size(y):
             y, jacs = _forward_jacobian(f, spec, n)
         else:
@@ -127,12 +115,6 @@ def jacobian(f: Callable[..., Any], *args: Any,
         with 6 stored elements and shape (3, 4)>
     """
     return withjacobian(f, *args, mode=mode, sparsity=sparsity).grad
-
-
-def _check_output(y: Any, who: str = 'jacobian') -> None:
-    if not differentiable(y):
-        raise ValueError(f'{who} needs f to return one array or number; f returned '
-                         f'{type(y).__name__}. Use pullback(f, ...) for other outputs.')
 
 
 def _reverse_jacobian(y: Any, back: Callable[..., tuple[Any, ...]], spec: Args) -> list[Any]:
@@ -176,34 +158,10 @@ def _basis_tangents(spec: Args, n: int) -> list[Any]:
     return out
 
 
-def _run_forward(f: Callable[..., Any], spec: Args, tangents: Sequence[Any],
-                 batch: int | None) -> tuple[DualLevel, Any]:
-    """``f`` on duals of one new level; returns the level and its output."""
-    lvl = DualLevel(batch)
-    leaves = [leaf_value(a) if t is None else make_dual(leaf_value(a), t, lvl)
-              for a, t in zip(spec.flat, tangents)]
-    state = thread_state                  # differentiating(), for layers' automatic mode
-    state.depth = getattr(state, 'depth', 0) + 1
-    try:
-        return lvl, f(*spec.rebuild(leaves))
-    finally:
-        state.depth -= 1
-
-
-def _output_tangent(out: Any, lvl: DualLevel, batch: int | None = None) -> tuple[Any, Any]:
-    """The primal and tangent of ``out`` at ``lvl`` (zeros if it does not depend on it)."""
-    y = out
-    if isinstance(out, DUALS) and out._node is lvl:
-        return out._value, out._tangent
-    shape = np.shape(plain(y))
-    t = np.zeros(shape if batch is None else (batch,) + shape, float_dtype(y))
-    return y, t
-
-
 def _forward_jacobian(f: Callable[..., Any], spec: Args, n: int) -> tuple[Any, list[Any]]:
-    lvl, out = _run_forward(f, spec, _basis_tangents(spec, n), n)
-    _check_output(primal(out))
-    y, T = _output_tangent(out, lvl, n)
+    lvl, out = run_forward(f, spec, _basis_tangents(spec, n), n)
+    check_output(primal(out))
+    y, T = output_tangent(out, lvl, n)
     m = _size(y)
     T = np.reshape(T, (n, m))                 # T[i, k] = d y_k / d x_i
     jacs, off = [], 0
@@ -260,7 +218,7 @@ def _hessian(f: Callable[..., Any], args: Sequence[Any], mode: Literal['forward'
     if not args:
         raise TypeError(f'{who}(f, *args) needs at least one argument to differentiate')
     spec = Args(tuple(args))
-    _no_complex_inputs(spec, 'hessian')
+    no_complex_inputs(spec, 'hessian')
     if not spec.flat:
         raise ValueError(f'{who}: no argument has a differentiable leaf (arrays or numbers)')
     cols = jacobian(_flat_gradient(f, spec), *spec.flat, mode=mode)
@@ -339,7 +297,7 @@ def diaghessian(f: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
     """
     check_function(f, 'diaghessian', args)
     spec = Args(tuple(args))
-    _no_complex_inputs(spec, 'diaghessian')
+    no_complex_inputs(spec, 'diaghessian')
     n = sum(_size(a) for a in spec.flat)
 
     def grads(*ls: Any) -> tuple[Any, ...]:
@@ -351,7 +309,7 @@ def diaghessian(f: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
     diags, off = [], 0
     for a, out in zip(spec.flat, outs):
         k = _size(a)
-        _, T = _output_tangent(out, lvl, n)
+        _, T = output_tangent(out, lvl, n)
         block = np.reshape(T, (n, k))[off:off + k]
         d = np.reshape(np.diagonal(block), np.shape(plain(a)))
         diags.append(d if isinstance(plain(a), np.ndarray) or isinstance(d, Tracked) else d[()])
@@ -408,9 +366,9 @@ def jvp(f: Callable[..., Any], args: Sequence[Any],
     if not isinstance(args, tuple):
         args, tangents = (args,), (tangents,)
     spec = Args(args)
-    lvl, out = _run_forward(f, spec, _tangent_leaves(args, tangents), None)
-    _check_output(primal(out), 'jvp')
-    return _output_tangent(out, lvl)
+    lvl, out = run_forward(f, spec, _tangent_leaves(args, tangents), None)
+    check_output(primal(out), 'jvp')
+    return output_tangent(out, lvl)
 
 
 def hvp(f: Callable[..., Any], *args_and_v: Any) -> Any:

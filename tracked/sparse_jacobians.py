@@ -17,12 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from .arguments import Args, check_function, differentiable, float_dtype, keep_value, leaf_value
+from .arguments import (Args, check_function, check_output, differentiable, float_dtype,
+                        keep_value, no_complex_inputs)
 from .colorings import Coloring, coloring
-from .forward import DualLevel, make_dual, primal
-from .jacobians import (WithJacobian, _check_output, _flat_gradient, _no_complex_inputs,
-                        _output_tangent, _run_forward)
-from .reverse import vjp
+from .forward import DualLevel, make_dual, output_tangent, primal, run_forward
+from .reverse import eager_withgradient, vjp
 from .sparsity import detect_hessian, detect_jacobian, record
 from .values import plain
 
@@ -108,11 +107,11 @@ def leaf_blocks(J: Any, sizes: Sequence[int]) -> list[Any]:
 # --------------------------------------------------------------------------
 
 def sparse_withjacobian(f: Callable[..., Any], args: Sequence[Any], mode: str,
-                        sparsity: Any) -> WithJacobian:
-    """``tr.withjacobian(f, *args, mode=mode, sparsity=sparsity)``: per argument its
-    CSR column block of the Jacobian, one pass (or sweep) per colour."""
+                        sparsity: Any) -> tuple[Any, tuple[Any, ...]]:
+    """``tr.withjacobian(f, *args, mode=mode, sparsity=sparsity)``: the value and, per
+    argument, its CSR column block of the Jacobian, one pass (or sweep) per colour."""
     spec = Args(tuple(args))
-    _no_complex_inputs(spec, 'jacobian')
+    no_complex_inputs(spec, 'jacobian')
     col = jacobian_coloring(sparsity, f, args, mode)
     sizes = [int(np.size(plain(a))) for a in spec.flat]
     if col.kind == 'column':
@@ -121,16 +120,16 @@ def sparse_withjacobian(f: Callable[..., Any], args: Sequence[Any], mode: str,
         y, B = _reverse_products(f, spec, col, sizes)
     _check_shape(col, (int(np.size(plain(y))), sum(sizes)), 'Jacobian')
     J = col.decompress(B)
-    return WithJacobian(y, spec.gradients(leaf_blocks(J, sizes), keep_value))
+    return y, spec.gradients(leaf_blocks(J, sizes), keep_value)
 
 
 def _forward_products(f: Callable[..., Any], spec: Args, col: Coloring) -> tuple[Any, Any]:
     """``(y, J @ seeds.T)``: one forward pass carrying a tangent per colour."""
     c = col.ncolors
     tangents = leaf_seeds(col, spec.flat) if c else [None] * len(spec.flat)
-    lvl, out = _run_forward(f, spec, tangents, c or None)
-    _check_output(primal(out))
-    y, T = _output_tangent(out, lvl, c)
+    lvl, out = run_forward(f, spec, tangents, c or None)
+    check_output(primal(out))
+    y, T = output_tangent(out, lvl, c)
     return y, np.reshape(T, (c, int(np.size(plain(y))))).T
 
 
@@ -139,7 +138,7 @@ def _reverse_products(f: Callable[..., Any], spec: Args, col: Coloring,
     """``(y, seeds @ J)``: one reverse sweep per colour (two for a complex ``y``: its
     real and imaginary parts, as ``tr.jacobian`` does)."""
     y, back = vjp(lambda *ls: f(*spec.rebuild(ls)), *spec.flat)
-    _check_output(y)
+    check_output(y)
     _check_shape(col, (int(np.size(plain(y))), sum(sizes)), 'Jacobian')
     shape = np.shape(plain(y))
     complex_y = float_dtype(y).kind == 'c'
@@ -163,17 +162,20 @@ def sparse_hessian(f: Callable[..., Any], args: Sequence[Any], sparsity: Any) ->
         raise ValueError('hessian(f, x, sparsity=...) takes one array (or number) x; join '
                          'several into one vector (tr.destructure does it for a tree)')
     spec = Args(tuple(args))
-    _no_complex_inputs(spec, 'hessian')
+    no_complex_inputs(spec, 'hessian')
     col = hessian_coloring(sparsity, f, args)
     n = int(np.size(plain(args[0])))
     _check_shape(col, (n, n), 'Hessian')
-    x = leaf_value(args[0])
-    if not col.ncolors:                     # no second derivative anywhere
-        return col.decompress(np.zeros((n, 0), float_dtype(x)))
-    lvl = DualLevel(col.ncolors)
-    grad = _flat_gradient(f, spec)(make_dual(x, leaf_seeds(col, [x])[0], lvl))
-    _, T = _output_tangent(grad, lvl, col.ncolors)
-    return col.decompress(np.reshape(T, (col.ncolors, n)).T)
+    c = col.ncolors
+    zero = col.decompress(np.zeros((n, c), float_dtype(args[0])))
+    if not c:                               # no second derivative anywhere
+        return zero
+    lvl, g = run_forward(lambda x: eager_withgradient(f, (x,)).grad[0], spec,
+                         leaf_seeds(col, spec.flat), c)
+    if g is None:
+        return zero
+    _, T = output_tangent(g, lvl, c)
+    return col.decompress(np.reshape(T, (c, n)).T)
 
 
 # --------------------------------------------------------------------------
@@ -215,7 +217,7 @@ def forward_trace(tape: Any, rec: Any, inputs: list[Any]) -> list[Any]:
     y = tape.f(*unflatten_args(tape.arg_defs, boxed))
     if isinstance(y, (tuple, list, dict)):
         raise ValueError('JacobianTape needs f to return one array')
-    _, T = _output_tangent(y, lvl, c)
+    _, T = output_tangent(y, lvl, c)
     value = primal(y)
     tape.out_shape = np.shape(value)
     tape.m = int(np.size(plain(value)))

@@ -44,7 +44,7 @@ except ImportError as e:        # an optional dependency: say which extra instal
     raise ImportError("tracked's sparse derivatives need SciPy, an optional dependency: "
                       "pip install 'tracked[scipy]'") from e
 
-from .arguments import Args, leaf_value
+from .arguments import Args, check_output, leaf_value
 from .compiled_tape.program import Program
 from .compiled_tape.record import Instr, Recorder, Ref
 from .registry import Primitive, reads_value
@@ -86,7 +86,6 @@ class Recording:
 
 def record(f: Callable[..., Any], args: Sequence[Any], who: str) -> Recording:
     """``f(*args)`` recorded as plain forward instructions (no derivative taken)."""
-    from .jacobians import _check_output
     spec = Args(tuple(args))
     rec = Recorder(new_level())
     push_recorder(rec)
@@ -96,7 +95,7 @@ def record(f: Callable[..., Any], args: Sequence[Any], who: str) -> Recording:
         out = rec.output(y)
     finally:
         pop_recorder(rec)
-    _check_output(y, who)
+    check_output(y, who)
     program = Program(rec, [out])
     return Recording(program, spec, program.outputs[0], int(np.size(plain(y))))
 
