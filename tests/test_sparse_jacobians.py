@@ -99,8 +99,10 @@ def test_no_dependence_needs_no_pass():
 
 def test_errors():
     c = tr.coloring(tr.jacobian_sparsity(bratu, np.zeros(N2 * N2)), kind='column')
-    with pytest.raises(ValueError, match='pattern is 36x36 but the Jacobian here is 4x4'):
+    with pytest.raises(ValueError, match='has 36 columns but the arguments have 4 elements'):
         tr.jacobian(np.sin, np.ones(4), sparsity=c)
+    with pytest.raises(ValueError, match='pattern is 36x36 but the Jacobian here is 35x36'):
+        tr.jacobian(lambda u: bratu(u)[1:], np.ones(36), sparsity=c)
     with pytest.raises(ValueError, match="mode='reverse'"):
         tr.jacobian(bratu, np.zeros(N2 * N2), sparsity=c, mode='reverse')
     with pytest.raises(ValueError, match="sparsity='dense'"):
@@ -260,3 +262,13 @@ def test_without_scipy_the_names_say_which_extra():
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == '[[1.]]'
+
+
+def test_an_outer_differentiation_is_refused_not_dropped():
+    for mode in ('forward', 'reverse'):
+        loss = lambda x: np.sum(tr.jacobian(np.sin, x, sparsity='auto', mode=mode)[0].toarray())
+        with pytest.raises(TypeError, match='outer level'):
+            tr.gradient(loss, np.ones(3))
+    with pytest.raises(TypeError, match='outer level'):
+        tr.gradient(lambda x: tr.hessian(lambda v: np.sum(v ** 3), x, sparsity='auto').sum(),
+                    np.ones(3))

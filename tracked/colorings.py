@@ -180,9 +180,14 @@ class Coloring:
     """
 
     def __init__(self, pattern: Any, kind: Kind, colors: Any) -> None:
-        self.pattern = pattern
+        if kind not in _KINDS[1:]:
+            raise ValueError(f'kind={kind!r}: expected one of {_KINDS[1:]}')
+        self.pattern = as_pattern(pattern)
         self.kind = kind
         self.colors = np.asarray(colors, np.int64)
+        if self.colors.shape != (self.pattern.shape[0 if kind == 'row' else 1],):
+            raise ValueError(f'{len(self.colors)} colours for a {kind} colouring of a '
+                             f'{self.pattern.shape[0]}x{self.pattern.shape[1]} pattern')
         # an empty pattern needs no pass at all (greedy gave its columns colour 0)
         self.ncolors = int(self.colors.max()) + 1 if pattern.nnz else 0
         self._src = self._plan()

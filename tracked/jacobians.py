@@ -110,9 +110,10 @@ def jacobian(f: Callable[..., Any], *args: Any,
     >>> tr.jacobian(lambda t: np.stack([t ** 2, 3 * t]) * 2, 1.0, mode='forward')[0]
     array([4., 6.])
     >>> J, = tr.jacobian(lambda u: u[1:] * u[:-1], np.arange(1.0, 5.0), sparsity='auto')
-    >>> J
-    <Compressed Sparse Row sparse array of dtype 'float64'
-        with 6 stored elements and shape (3, 4)>
+    >>> J.format, J.nnz, J.toarray()
+    ('csr', 6, array([[2., 1., 0., 0.],
+           [0., 3., 2., 0.],
+           [0., 0., 4., 3.]]))
     """
     return withjacobian(f, *args, mode=mode, sparsity=sparsity).grad
 

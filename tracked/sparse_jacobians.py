@@ -23,7 +23,7 @@ from .colorings import Coloring, coloring
 from .forward import DualLevel, make_dual, output_tangent, primal, run_forward
 from .reverse import eager_withgradient, vjp
 from .sparsity import detect_hessian, detect_jacobian, record
-from .values import plain
+from .values import Tracked, plain
 
 __all__ = ['sparse_withjacobian', 'sparse_hessian', 'jacobian_coloring', 'hessian_coloring',
            'leaf_seeds', 'leaf_blocks']
@@ -114,13 +114,27 @@ def sparse_withjacobian(f: Callable[..., Any], args: Sequence[Any], mode: str,
     no_complex_inputs(spec, 'jacobian')
     col = jacobian_coloring(sparsity, f, args, mode)
     sizes = [int(np.size(plain(a))) for a in spec.flat]
+    if col.shape[1] != sum(sizes):
+        raise ValueError(f'the sparsity pattern has {col.shape[1]} columns but the arguments '
+                         f'have {sum(sizes)} elements: detect the pattern for these arguments '
+                         f'(tr.jacobian_sparsity or sparsity="auto")')
     if col.kind == 'column':
         y, B = _forward_products(f, spec, col)
     else:
         y, B = _reverse_products(f, spec, col, sizes)
     _check_shape(col, (int(np.size(plain(y))), sum(sizes)), 'Jacobian')
-    J = col.decompress(B)
-    return y, spec.gradients(leaf_blocks(J, sizes), keep_value)
+    J = col.decompress(_untracked(B))
+    return _untracked(y), spec.gradients(leaf_blocks(J, sizes), keep_value)
+
+
+def _untracked(v: Any) -> Any:
+    """``v``, refused if an outer differentiation tracks it: a SciPy sparse array holds
+    plain numbers, so its derivative would be lost without a word."""
+    if isinstance(v, Tracked):
+        raise TypeError('a sparse Jacobian or Hessian (sparsity=) holds plain numbers and '
+                        'cannot be differentiated at an outer level; use the dense '
+                        'tr.jacobian or tr.hessian inside a differentiated function')
+    return v
 
 
 def _forward_products(f: Callable[..., Any], spec: Args, col: Coloring) -> tuple[Any, Any]:
@@ -145,7 +159,7 @@ def _reverse_products(f: Callable[..., Any], spec: Args, col: Coloring,
 
     def row(seed: Any) -> Any:
         grads = back(seed)
-        return np.concatenate([np.zeros(k) if g is None else np.ravel(plain(g))
+        return np.concatenate([np.zeros(k) if g is None else np.ravel(_untracked(g))
                                for g, k in zip(grads, sizes)])
     rows = []
     for s in col.seeds(float_dtype(y)):
@@ -175,7 +189,7 @@ def sparse_hessian(f: Callable[..., Any], args: Sequence[Any], sparsity: Any) ->
     if g is None:
         return zero
     _, T = output_tangent(g, lvl, c)
-    return col.decompress(np.reshape(T, (c, n)).T)
+    return col.decompress(np.reshape(_untracked(T), (c, n)).T)
 
 
 # --------------------------------------------------------------------------
