@@ -151,7 +151,16 @@ def _value(a: Any, instrs: list[Instr]) -> Any:
 
 
 def _holds_ref(a: Any) -> bool:
-    return type(a) is Ref or (type(a) in (tuple, list) and any(_holds_ref(b) for b in a))
+    return bool(_refs(a))
+
+
+def _refs(a: Any) -> list[int]:
+    """The instructions ``a`` reads, a ``Ref`` or a (nested) sequence holding some."""
+    if type(a) is Ref:
+        return [a.i]
+    if type(a) in (tuple, list):
+        return [i for b in a for i in _refs(b)]
+    return []
 
 
 def _is_operand(prim: Primitive, p: int) -> bool:
@@ -170,13 +179,14 @@ def _local(ins: Instr, pats: list[Any], instrs: list[Instr]) -> tuple[Local, str
     prim = ins.prim
     tracked = [(p, a.i) for p, a in enumerate(ins.args)
                if type(a) is Ref and pats[a.i] is not None and _is_operand(prim, p)]
+    # operands inside a sequence at one position: no structure says where they go
+    nested = [(p, j) for p, a in enumerate(ins.args) if type(a) in (tuple, list)
+              and _is_operand(prim, p) for j in _refs(a) if pats[j] is not None]
+    if nested or isinstance(ins.value, tuple) or prim is SELECT:
+        return [(p, j, DENSE) for p, j in tracked + nested], None
     if not tracked:
         return [], None
-    if prim is SELECT:                      # output k of a multi-output primitive
-        return [(0, tracked[0][1], DENSE)], None
-    nested = any(_is_operand(prim, p) and type(a) in (tuple, list) and _holds_ref(a)
-                 for p, a in enumerate(ins.args))
-    kind = None if isinstance(ins.value, tuple) or nested else prim.structure
+    kind = prim.structure
     args = [_value(a, instrs) for a in ins.args]
     varying = frozenset(p for p, a in enumerate(ins.args) if _holds_ref(a))
     if callable(kind):
