@@ -270,9 +270,17 @@ def coloring(pattern: Any, kind: Literal['auto', 'column', 'row', 'symmetric'] =
     >>> c
     <Coloring column: 3 colours for a 98x100 pattern with 294 non-zeros>
     >>> J, = tr.jacobian(f, np.linspace(0, 1, 100), sparsity=c)
-    >>> J[:2, :4].toarray()
-    array([[ 1., -2.,  1.,  0.],
-           [ 0.,  1., -2.,  1.]])
+    >>> J.format, J[:2, :4].toarray()
+    ('csr', array([[ 1., -2.,  1.,  0.],
+           [ 0.,  1., -2.,  1.]]))
+
+    A recorded tape holds the colouring (a Newton loop pays for it once):
+
+    >>> tape = tr.JacobianTape(lambda u: u[1:] * u[:-1], np.zeros(4), sparsity='auto')
+    >>> tape.coloring, tape.jacobian(np.array([1.0, 2.0, 3.0, 4.0]))[0].toarray()
+    (<Coloring column: 2 colours for a 3x4 pattern with 6 non-zeros>, array([[2., 1., 0., 0.],
+           [0., 3., 2., 0.],
+           [0., 0., 4., 3.]]))
     """
     if kind not in _KINDS:
         raise ValueError(f'kind={kind!r}: expected one of {_KINDS}')

@@ -109,11 +109,6 @@ def jacobian(f: Callable[..., Any], *args: Any,
     ((3, 7), array([200., 400., 600.]))
     >>> tr.jacobian(lambda t: np.stack([t ** 2, 3 * t]) * 2, 1.0, mode='forward')[0]
     array([4., 6.])
-    >>> J, = tr.jacobian(lambda u: u[1:] * u[:-1], np.arange(1.0, 5.0), sparsity='auto')
-    >>> J.format, J.nnz, J.toarray()
-    ('csr', 6, array([[2., 1., 0., 0.],
-           [0., 3., 2., 0.],
-           [0., 0., 4., 3.]]))
     """
     return withjacobian(f, *args, mode=mode, sparsity=sparsity).grad
 
@@ -258,13 +253,8 @@ def hessian(f: Callable[..., Any], *args: Any, sparsity: Any = None) -> Any:
 
     ``sparsity`` ('auto', a pattern from ``tr.hessian_sparsity``, or a colouring from
     ``tr.coloring``) gives a SciPy CSR array from one forward pass carrying one
-    tangent per colour of a symmetric (star) colouring; ``x`` is then one array.
-
-    >>> H = tr.hessian(lambda x: np.sum(x[1:] * x[:-1] ** 2), np.ones(5), sparsity='auto')
-    >>> H.toarray()[:3, :3]
-    array([[2., 2., 0.],
-           [2., 2., 2.],
-           [0., 2., 2.]])
+    tangent per colour of a symmetric (star) colouring; ``x`` is then one array
+    (examples: ``tr.hessian_sparsity``).
     """
     if sparsity is not None:
         from .sparse_jacobians import sparse_hessian          # needs SciPy

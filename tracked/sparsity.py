@@ -410,12 +410,24 @@ def hessian_sparsity(f: Callable[..., Any], *args: Any) -> Any:
     operands their two sets (see the module's docstring).
 
     >>> import numpy as np, tracked as tr
-    >>> P = tr.hessian_sparsity(lambda x: np.sum(x[1:] * x[:-1]) + np.exp(x[0]), np.ones(4))
+    >>> f = lambda x: np.sum(x[1:] * x[:-1]) + np.exp(x[0])
+    >>> P = tr.hessian_sparsity(f, np.ones(4))
     >>> P.toarray().astype(int)
     array([[1, 1, 0, 0],
            [1, 0, 1, 0],
            [0, 1, 0, 1],
            [0, 0, 1, 0]])
+
+    The Hessian itself, from a star colouring (3 colours here), eager or on a tape:
+
+    >>> tr.hessian(f, np.zeros(4), sparsity=P).toarray()
+    array([[1., 1., 0., 0.],
+           [1., 0., 1., 0.],
+           [0., 1., 0., 1.],
+           [0., 0., 1., 0.]])
+    >>> tape = tr.HessianTape(f, np.zeros(4), sparsity='auto')
+    >>> tape.coloring.ncolors, tape.hessian(np.ones(4)).nnz
+    (3, 7)
     """
     rec = record(f, args, 'hessian_sparsity')
     _warn_guards(rec, 'hessian_sparsity')
