@@ -27,7 +27,7 @@ MALLOC_FIXED = fix_malloc()
 
 import importlib  # noqa: E402
 
-MODULES = ['eager', 'hessian', 'forward', 'compiled', 'startup']
+MODULES = ['eager', 'hessian', 'forward', 'compiled', 'startup', 'sparse']
 
 
 def main(argv):

@@ -21,6 +21,14 @@ from .backends import AutoTracked, AutoFiniteDifferences  # noqa: F401
 from .compiled_tape import (GradientTape, JacobianTape, HessianTape, compile,  # noqa: F401
                             TapeGuardError, AutoCompiled)
 from .testing import gradcheck, jvpcheck  # noqa: F401
+try:            # sparse derivatives need SciPy, an optional extra: without it, stand-ins
+    from .sparsity import jacobian_sparsity, hessian_sparsity  # noqa: F401
+    from .colorings import coloring, Coloring  # noqa: F401
+except ImportError as _e:
+    from .extras import needs_extra as _needs_extra
+    jacobian_sparsity, hessian_sparsity, coloring, Coloring = (  # type: ignore[assignment, misc]
+        _needs_extra(_n, _e) for _n in ('jacobian_sparsity', 'hessian_sparsity', 'coloring',
+                                        'Coloring'))
 from . import nn  # noqa: F401
 from .nn import (Dense, Embedding, Chain, relu, sigmoid, tanh, softmax, logsoftmax,  # noqa: F401
                  logsumexp, mse, crossentropy, logitcrossentropy, onehot)
@@ -39,6 +47,8 @@ __all__ = [
     # gradients (Zygote style) and backends
     'gradient', 'withgradient', 'pullback', 'jacobian', 'withjacobian', 'hessian',
     'hessian_reverse', 'diaghessian', 'jvp', 'hvp',
+    # sparse derivatives (SciPy)
+    'jacobian_sparsity', 'hessian_sparsity', 'coloring', 'Coloring',
     'AutoTracked', 'AutoCompiled', 'AutoFiniteDifferences',
     # models as trees
     'fmap', 'leaf', 'register_node', 'tree_util',

@@ -15,7 +15,8 @@ import numpy as np
 from .tree_util import flatten, is_node, unflatten
 from .values import Tracked, as_value, object_array_error, plain
 
-__all__ = ['ADType', 'split_backend', 'check_function', 'differentiable', 'Args', 'match_gradient',
+__all__ = ['ADType', 'split_backend', 'check_function', 'check_output', 'no_complex_inputs',
+           'differentiable', 'Args', 'match_gradient',
            'float_dtype', 'is_number_list', 'first_output', 'check_scalar']
 
 
@@ -100,6 +101,33 @@ def differentiable(x):
 
 def _is_number(x):
     return isinstance(x, (int, float, complex, np.number)) and not isinstance(x, (bool, np.bool_))
+
+
+def check_output(y: Any, who: str = 'jacobian') -> None:
+    """A ``ValueError`` unless ``y``, what ``f`` returned, is one array or number (the
+    output of a Jacobian, a jvp or a sparsity pattern).
+
+    >>> check_output((1.0, 2.0))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: jacobian needs f to return one array or number; f returned tuple. ...
+    """
+    if not differentiable(y):
+        raise ValueError(f'{who} needs f to return one array or number; f returned '
+                         f'{type(y).__name__}. Use pullback(f, ...) for other outputs.')
+
+
+def no_complex_inputs(spec: 'Args', who: str) -> None:
+    """A ``ValueError`` if a differentiated leaf of ``spec`` is complex: a Jacobian (or
+    Hessian) with respect to it is ambiguous; the message says what to pass instead."""
+    for a in spec.flat:
+        if float_dtype(a).kind == 'c':
+            raise ValueError(
+                f'{who} with respect to a complex argument is ambiguous (a complex derivative '
+                f'exists only for holomorphic functions); pass the real and imaginary parts '
+                f'as real arrays, e.g. ' + (
+                    f'{who}(lambda x, y: f(x + 1j * y), z.real, z.imag)' if who == 'jacobian'
+                    else f'{who}(lambda v: f(v[0] + 1j * v[1]), np.stack([z.real, z.imag]))'))
 
 
 class Args:

@@ -21,12 +21,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import registry, values as _values, views as _views
+from .arguments import float_dtype, leaf_value
 from .reverse import vjp
-from .tape import Cotangents, new_level, unbroadcast
+from .tape import Cotangents, new_level, thread_state, unbroadcast
 from .values import (Boxed, IntBehaviour, RatioBehaviour, Tracked, apply, call,
                      foreign_operation, plain, plain_index, ufunc_call)
 
 __all__ = ['Dual', 'DualInt', 'DualLevel', 'make_dual', 'duals', 'primal', 'tangent',
+           'run_forward', 'output_tangent',
            'forward_apply']
 
 
@@ -282,6 +284,28 @@ def tangent(x, level=None):
 def duals(values, tangents, level):
     """``Dual``s of ``level`` for ``values`` with ``tangents`` (None: no tangent)."""
     return [v if t is None else make_dual(v, t, level) for v, t in zip(values, tangents)]
+
+
+def run_forward(f, spec, tangents, batch):
+    """``f`` on the leaves of ``spec`` (``arguments.Args``) made duals of one new level
+    carrying ``tangents`` (None: a constant leaf), ``batch`` of them each (None: one);
+    returns the level and ``f``'s output."""
+    lvl = DualLevel(batch)
+    leaves = duals([leaf_value(a) for a in spec.flat], tangents, lvl)
+    state = thread_state                  # differentiating(), for layers' automatic mode
+    state.depth = getattr(state, 'depth', 0) + 1
+    try:
+        return lvl, f(*spec.rebuild(leaves))
+    finally:
+        state.depth -= 1
+
+
+def output_tangent(out, lvl, batch=None):
+    """The primal and tangent of ``out`` at ``lvl`` (zeros if it does not depend on it)."""
+    if isinstance(out, DUALS) and out._node is lvl:
+        return out._value, out._tangent
+    shape = np.shape(plain(out))
+    return out, np.zeros(shape if batch is None else (batch,) + shape, float_dtype(out))
 
 
 # --------------------------------------------------------------------------

@@ -27,10 +27,9 @@ import numpy as np
 
 from .api import gradient
 from .reverse import vjp
-from .arguments import (Args, check_function, differentiable, float_dtype, keep_value,
-                        leaf_value)
-from .forward import DUALS, DualLevel, make_dual, primal
-from .tape import thread_state
+from .arguments import (Args, check_function, check_output, float_dtype, keep_value, leaf_value,
+                        no_complex_inputs)
+from .forward import DualLevel, make_dual, output_tangent, primal, run_forward
 from .values import Tracked, plain
 
 __all__ = ['jacobian', 'withjacobian', 'hessian', 'hessian_reverse', 'diaghessian', 'jvp',
@@ -44,23 +43,13 @@ def _size(x: Any) -> int:
     return int(np.size(plain(x)))
 
 
-def _no_complex_inputs(spec: Args, who: str) -> None:
-    for a in spec.flat:
-        if float_dtype(a).kind == 'c':
-            raise ValueError(
-                f'{who} with respect to a complex argument is ambiguous (a complex derivative '
-                f'exists only for holomorphic functions); pass the real and imaginary parts '
-                f'as real arrays, e.g. ' + (
-                    f'{who}(lambda x, y: f(x + 1j * y), z.real, z.imag)' if who == 'jacobian'
-                    else f'{who}(lambda v: f(v[0] + 1j * v[1]), np.stack([z.real, z.imag]))'))
-
-
 # --------------------------------------------------------------------------
 # Jacobians
 # --------------------------------------------------------------------------
 
 def withjacobian(f: Callable[..., Any], *args: Any,
-                 mode: Literal['auto', 'forward', 'reverse'] = 'auto') -> WithJacobian:
+                 mode: Literal['auto', 'forward', 'reverse'] = 'auto',
+                 sparsity: Any = None) -> WithJacobian:
     """``withjacobian(f, *args, mode='auto') -> (val, grad)``: the value of ``f`` and, per
     argument, ``J[k, i] = d y.ravel()[k] / d a.ravel()[i]``.
 
@@ -70,6 +59,10 @@ def withjacobian(f: Callable[..., Any], *args: Any,
     mode first, to learn the output's size: ``f`` then runs twice; with at most two
     input elements it goes forward at once).  A scalar argument gives a
     vector, a scalar ``y`` one row; non-numeric arguments give None.
+
+    ``sparsity`` ('auto', a pattern from ``tr.jacobian_sparsity``, or a colouring from
+    ``tr.coloring``) gives each block as a SciPy CSR array, computed with one forward
+    pass, or one reverse sweep, per colour (``tracked.sparse_jacobians``).
 
     >>> import numpy as np, tracked as tr
     >>> val, (J,) = tr.withjacobian(np.cumsum, np.array([1, 2, 3]))
@@ -81,8 +74,11 @@ def withjacobian(f: Callable[..., Any], *args: Any,
     check_function(f, 'withjacobian', args)
     if mode not in _MODES:
         raise ValueError(f'mode={mode!r}: expected one of {_MODES}')
+    if sparsity is not None:
+        from .sparse_jacobians import sparse_withjacobian     # needs SciPy
+        return WithJacobian(*sparse_withjacobian(f, args, mode, sparsity))
     spec = Args(tuple(args))
-    _no_complex_inputs(spec, 'jacobian')
+    no_complex_inputs(spec, 'jacobian')
     n = sum(_size(a) for a in spec.flat)
     # 'auto' with at most two input elements goes forward without asking: two tangents
     # cost about what a reverse recording does, and f runs once (Lux's 2-element input)
@@ -92,7 +88,7 @@ def withjacobian(f: Callable[..., Any], *args: Any,
         # 'auto' records f for reverse mode first: that gives the output's size, and f
         # runs a second time only when forward mode then turns out cheaper.
         y, back = vjp(lambda *ls: f(*spec.rebuild(ls)), *spec.flat)
-        _check_output(y)
+        check_output(y)
         if mode == 'auto' and n <= _size(y):
             y, jacs = _forward_jacobian(f, spec, n)
         else:
@@ -101,9 +97,11 @@ def withjacobian(f: Callable[..., Any], *args: Any,
 
 
 def jacobian(f: Callable[..., Any], *args: Any,
-             mode: Literal['auto', 'forward', 'reverse'] = 'auto') -> tuple[Any, ...]:
-    """``jacobian(f, *args, mode='auto')``: per argument the matrix
-    ``J[k, i] = d y.ravel()[k] / d a.ravel()[i]`` (see ``withjacobian`` for ``mode``).
+             mode: Literal['auto', 'forward', 'reverse'] = 'auto',
+             sparsity: Any = None) -> tuple[Any, ...]:
+    """``jacobian(f, *args, mode='auto', sparsity=None)``: per argument the matrix
+    ``J[k, i] = d y.ravel()[k] / d a.ravel()[i]`` (see ``withjacobian`` for ``mode``;
+    with ``sparsity``, a SciPy CSR array from one pass per colour: ``tr.coloring``).
 
     >>> import numpy as np, tracked as tr
     >>> J, = tr.jacobian(lambda a: 100 * a[:3] ** 2, np.arange(1, 8))
@@ -112,13 +110,7 @@ def jacobian(f: Callable[..., Any], *args: Any,
     >>> tr.jacobian(lambda t: np.stack([t ** 2, 3 * t]) * 2, 1.0, mode='forward')[0]
     array([4., 6.])
     """
-    return withjacobian(f, *args, mode=mode).grad
-
-
-def _check_output(y: Any, who: str = 'jacobian') -> None:
-    if not differentiable(y):
-        raise ValueError(f'{who} needs f to return one array or number; f returned '
-                         f'{type(y).__name__}. Use pullback(f, ...) for other outputs.')
+    return withjacobian(f, *args, mode=mode, sparsity=sparsity).grad
 
 
 def _reverse_jacobian(y: Any, back: Callable[..., tuple[Any, ...]], spec: Args) -> list[Any]:
@@ -162,34 +154,10 @@ def _basis_tangents(spec: Args, n: int) -> list[Any]:
     return out
 
 
-def _run_forward(f: Callable[..., Any], spec: Args, tangents: Sequence[Any],
-                 batch: int | None) -> tuple[DualLevel, Any]:
-    """``f`` on duals of one new level; returns the level and its output."""
-    lvl = DualLevel(batch)
-    leaves = [leaf_value(a) if t is None else make_dual(leaf_value(a), t, lvl)
-              for a, t in zip(spec.flat, tangents)]
-    state = thread_state                  # differentiating(), for layers' automatic mode
-    state.depth = getattr(state, 'depth', 0) + 1
-    try:
-        return lvl, f(*spec.rebuild(leaves))
-    finally:
-        state.depth -= 1
-
-
-def _output_tangent(out: Any, lvl: DualLevel, batch: int | None = None) -> tuple[Any, Any]:
-    """The primal and tangent of ``out`` at ``lvl`` (zeros if it does not depend on it)."""
-    y = out
-    if isinstance(out, DUALS) and out._node is lvl:
-        return out._value, out._tangent
-    shape = np.shape(plain(y))
-    t = np.zeros(shape if batch is None else (batch,) + shape, float_dtype(y))
-    return y, t
-
-
 def _forward_jacobian(f: Callable[..., Any], spec: Args, n: int) -> tuple[Any, list[Any]]:
-    lvl, out = _run_forward(f, spec, _basis_tangents(spec, n), n)
-    _check_output(primal(out))
-    y, T = _output_tangent(out, lvl, n)
+    lvl, out = run_forward(f, spec, _basis_tangents(spec, n), n)
+    check_output(primal(out))
+    y, T = output_tangent(out, lvl, n)
     m = _size(y)
     T = np.reshape(T, (n, m))                 # T[i, k] = d y_k / d x_i
     jacs, off = [], 0
@@ -246,7 +214,7 @@ def _hessian(f: Callable[..., Any], args: Sequence[Any], mode: Literal['forward'
     if not args:
         raise TypeError(f'{who}(f, *args) needs at least one argument to differentiate')
     spec = Args(tuple(args))
-    _no_complex_inputs(spec, 'hessian')
+    no_complex_inputs(spec, 'hessian')
     if not spec.flat:
         raise ValueError(f'{who}: no argument has a differentiable leaf (arrays or numbers)')
     cols = jacobian(_flat_gradient(f, spec), *spec.flat, mode=mode)
@@ -261,9 +229,9 @@ def _hessian(f: Callable[..., Any], args: Sequence[Any], mode: Literal['forward'
     return blocks[0] if single else blocks
 
 
-def hessian(f: Callable[..., Any], *args: Any) -> Any:
-    """``hessian(f, x)``: ``H[i, j] = d^2 f / d x.ravel()[i] d x.ravel()[j]``; a scalar for
-    scalar ``x``.
+def hessian(f: Callable[..., Any], *args: Any, sparsity: Any = None) -> Any:
+    """``hessian(f, x, sparsity=None)``: ``H[i, j] = d^2 f / d x.ravel()[i] d x.ravel()[j]``;
+    a scalar for scalar ``x``.
 
     Forward over reverse: one forward pass, carrying one tangent per element of ``x``,
     over the reverse-mode gradient.  Several arguments, or a tree (a dict, tuple or
@@ -282,7 +250,15 @@ def hessian(f: Callable[..., Any], *args: Any) -> Any:
     ((np.float64(0.0), np.float64(4.0)), (np.float64(4.0), np.float64(2.0)))
     >>> tr.hessian(lambda p: p['w'] ** 3, {'w': 1.0})
     {'w': {'w': np.float64(6.0)}}
+
+    ``sparsity`` ('auto', a pattern from ``tr.hessian_sparsity``, or a colouring from
+    ``tr.coloring``) gives a SciPy CSR array from one forward pass carrying one
+    tangent per colour of a symmetric (star) colouring; ``x`` is then one array
+    (examples: ``tr.hessian_sparsity``).
     """
+    if sparsity is not None:
+        from .sparse_jacobians import sparse_hessian          # needs SciPy
+        return sparse_hessian(f, args, sparsity)
     return _hessian(f, args, 'forward', 'hessian')
 
 
@@ -312,7 +288,7 @@ def diaghessian(f: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
     """
     check_function(f, 'diaghessian', args)
     spec = Args(tuple(args))
-    _no_complex_inputs(spec, 'diaghessian')
+    no_complex_inputs(spec, 'diaghessian')
     n = sum(_size(a) for a in spec.flat)
 
     def grads(*ls: Any) -> tuple[Any, ...]:
@@ -324,7 +300,7 @@ def diaghessian(f: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
     diags, off = [], 0
     for a, out in zip(spec.flat, outs):
         k = _size(a)
-        _, T = _output_tangent(out, lvl, n)
+        _, T = output_tangent(out, lvl, n)
         block = np.reshape(T, (n, k))[off:off + k]
         d = np.reshape(np.diagonal(block), np.shape(plain(a)))
         diags.append(d if isinstance(plain(a), np.ndarray) or isinstance(d, Tracked) else d[()])
@@ -381,9 +357,9 @@ def jvp(f: Callable[..., Any], args: Sequence[Any],
     if not isinstance(args, tuple):
         args, tangents = (args,), (tangents,)
     spec = Args(args)
-    lvl, out = _run_forward(f, spec, _tangent_leaves(args, tangents), None)
-    _check_output(primal(out), 'jvp')
-    return _output_tangent(out, lvl)
+    lvl, out = run_forward(f, spec, _tangent_leaves(args, tangents), None)
+    check_output(primal(out), 'jvp')
+    return output_tangent(out, lvl)
 
 
 def hvp(f: Callable[..., Any], *args_and_v: Any) -> Any:

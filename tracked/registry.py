@@ -114,6 +114,20 @@ def _meta_read(ins, k):
             and nxt.opname in _CALL_OPS and nxt.arg == 1)
 
 
+
+def reads_value(prim, p, q):
+    """Whether the pullback of ``prim``'s argument ``p`` reads the value of argument
+    ``q`` (or the output), not only its shape: whether the derivative with respect to
+    argument ``p`` may vary with argument ``q`` (second order, ``tracked.sparsity``).
+
+    >>> import numpy as np
+    >>> mul = defpartials(np.multiply, lambda ans, x, y: y, lambda ans, x, y: x, register=False)
+    >>> reads_value(mul, 0, 0), reads_value(mul, 0, 1)
+    (False, True)
+    """
+    reads_ans, how, rest = _uses(prim.vjps[p])
+    return reads_ans or how.get(q) == KEEP or (rest is not None and q >= rest)
+
 ANS = 1 << 30       # in ``Primitive.fast_plans``: the output is kept
 
 # A save-plan key is one integer: the bit mask of the parents' argument positions,
@@ -242,17 +256,31 @@ class Primitive:
     takes batched tangents (it may return NotImplemented); otherwise the tangents are
     taken one at a time.
 
+    Sparsity detection (``tracked.sparsity``) reads ``structure``: which elements of
+    the operands (the positions with a pullback) each output element depends on.
+    'elementwise': the elements that broadcast to it (implied by ``partials`` and by
+    a ufunc without core signature); 'select': a copy of at most one of them, found by
+    running the forward on integer codes in place of the operands (1 + the element's
+    index over all of them, 0 for a constant's) and reading the code each output
+    element got (0: none); 'reduce': the elements reduced into it (the pullback's
+    ``axis`` and ``keepdims``); 'cumulative': the elements before it along the
+    pullback's ``axis`` (None: flattened); or a function ``structure(varying, ans,
+    *args, **kwargs)`` of the positions whose arguments vary with the inputs,
+    returning one of those names, None, or ``{position: (out_index, in_index)}`` for
+    each varying operand (flat element indices, one pair per dependence).  None:
+    every output element may depend on every operand element (never too few).
+
     A primitive pickles as where to find it (``__reduce__``); ``ref`` is that place
     for one made at run time (a ``@tr.rule``'s): a ``(function, args)`` pair.
     """
 
     __slots__ = ('fn', 'vjps', 'name', 'view', 'direct', 'saves', 'elementwise', 'fast',
                  'kernel', 'index_args', 'sequences', 'multi', 'partials', 'linear', 'jvp',
-                 'inline', 'batched', 'ref')
+                 'inline', 'batched', 'ref', 'structure')
 
     def __init__(self, fn, vjps, name=None, view=False, direct=False, elementwise=False,
                  kernel=None, index_args=(), multi=False, partials=None, linear=None,
-                 jvp=None, batched=None, sequences=()):
+                 jvp=None, batched=None, sequences=(), structure=None):
         self.fn = fn
         # a tuple; a variadic rule's sequence made on demand (rules/shape.py)
         self.vjps: Any = tuple(vjps)
@@ -276,6 +304,8 @@ class Primitive:
         # instead of the pullback made from it (one Python call less); None: no such.
         self.inline = None
         self.ref = None
+        self.structure = structure or (
+            'elementwise' if elementwise or partials is not None else None)
 
     def __reduce__(self):
         # Pullbacks are often lambdas, and the tapes and the compiler know a primitive
@@ -384,17 +414,19 @@ def module_attribute(module, name):
 
 
 def defvjp(fun, *vjps, fn=None, name=None, view=False, kernel=None, index_args=(), multi=False,
-           linear=None, jvp=None, batched=None, sequences=()):
+           linear=None, jvp=None, batched=None, sequences=(), structure=None):
     """Register ``fun`` as a primitive whose pullbacks are ``vjps`` (one per argument).
 
     ``fn`` is the forward function when it is not ``fun`` itself; ``kernel`` its
     compiled-tape form; ``linear``/``jvp`` its forward mode; ``index_args`` and
-    ``sequences`` the positions that are not array operands (see ``Primitive``).
+    ``sequences`` the positions that are not array operands; ``structure`` how its
+    output elements depend on its operands' (see ``Primitive``).
     """
     elementwise = type(fun).__name__ == 'ufunc' and fun.signature is None
     prim = Primitive(fn or fun, vjps, name=name or display_name(fun), view=view,
                      elementwise=elementwise, kernel=kernel, index_args=index_args,
-                     multi=multi, linear=linear, jvp=jvp, batched=batched, sequences=sequences)
+                     multi=multi, linear=linear, jvp=jvp, batched=batched, sequences=sequences,
+                     structure=structure)
     RULES[fun] = prim
     return prim
 

@@ -1,6 +1,7 @@
 """A user's program, type-checked by CI's mypy run against tracked's annotations (the
 files setting in pyproject.toml) and run by tests/test_typing.py: the types must accept
 what the documentation shows."""
+import importlib.util
 from collections.abc import Callable
 from typing import Any
 import numpy as np
@@ -27,6 +28,11 @@ def main() -> None:
     J = tr.jacobian(np.sin, np.arange(3.0), mode='forward')
     H = tr.hessian(lambda v: np.sum(v ** 3), np.arange(3.0))
     print(grads, val, gx, J, H)
+    if importlib.util.find_spec('scipy') is not None:         # the tracked[scipy] extra
+        c: tr.Coloring = tr.coloring(tr.jacobian_sparsity(np.sin, np.zeros(3)))
+        Js, = tr.jacobian(np.sin, np.arange(3.0), sparsity=c)
+        Hs = tr.hessian(lambda v: np.sum(v ** 3), np.arange(3.0), sparsity='auto')
+        print(c.ncolors, Js.nnz, Hs.nnz, tr.hessian_sparsity(lambda v: v @ v, np.ones(2)).nnz)
 
     model = tr.Chain(tr.Dense(2, 3, tr.relu), tr.Dense(3, 1))
     state = tr.setup(tr.Adam(1e-2), model)

@@ -9,7 +9,7 @@ tape (calls.py).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -181,8 +181,16 @@ def _refuse_complex(tape, positions, who):
 
 
 class JacobianTape(Tape):
-    """``JacobianTape(f, *example_args, wrt=None)``: ``tape.jacobian(*args)`` gives, per
-    argument, ``J[k, i] = d f(...).ravel()[k] / d arg.ravel()[i]`` without re-running f.
+    """``JacobianTape(f, *example_args, wrt=None, sparsity=None)``: ``tape.jacobian(*args)``
+    gives, per argument, ``J[k, i] = d f(...).ravel()[k] / d arg.ravel()[i]`` without
+    re-running f.
+
+    With ``sparsity`` ('auto': detected on the example arguments, again on a retrace;
+    a pattern; or a ``tr.coloring``) each block is a SciPy CSR array, and the tape
+    holds one forward pass carrying a tangent per colour (a column colouring) or one
+    backward pass per colour (a row colouring): a Newton loop pays for detection and
+    colouring once, and a branch that changes is a ``TapeGuardError`` (an example:
+    ``tr.coloring``).
 
     >>> import numpy as np, tracked as tr
     >>> tape = tr.JacobianTape(lambda x: x * x, np.zeros(2))
@@ -193,9 +201,26 @@ class JacobianTape(Tape):
 
     _what = 'JacobianTape'
 
+    def __init__(self, f: Callable[..., Any], *args: Any, wrt: int | Sequence[int] | None = None,
+                 on_guard: Literal['error', 'retrace'] = 'error', sparsity: Any = None) -> None:
+        self.sparsity = sparsity
+        self.coloring: Any = None
+        self.jac_dtype = np.dtype(np.float64)     # a column colouring's: its trace sets it
+        super().__init__(f, *args, wrt=wrt, on_guard=on_guard)
+
+    def _record(self, args, given=frozenset()):
+        if self.sparsity is not None:
+            from ..sparse_jacobians import tape_coloring          # needs SciPy
+            self.coloring = tape_coloring(self, args)
+        super()._record(args, given)
+
     def _trace(self, rec, inputs):
-        """Run ``f`` on leaves and one backward pass per output element (the rows)."""
+        """Run ``f`` on leaves and one backward pass per output element (the rows), or
+        per colour of a row colouring; a column colouring's one forward pass."""
         _refuse_complex(self, self.diff, 'JacobianTape')
+        if self.coloring is not None and self.coloring.kind == 'column':
+            from ..sparse_jacobians import forward_trace
+            return forward_trace(self, rec, inputs)
         li = new_level()
         diff = set(self.diff)
         boxed = [leaf(t, li) if p in diff else t for p, t in enumerate(inputs)]
@@ -209,16 +234,17 @@ class JacobianTape(Tape):
         rows = []
         complex_out = self.out_dtype.kind == 'c'
 
-        def sweep(k, unit):
+        def sweep(s, unit):
             if not (isinstance(y, Tracked) and y._node.level == li):
                 return {}
-            seed = np.zeros(self.out_shape, dtype=y.dtype)
-            seed.flat[k] = unit
+            seed = (s * unit).astype(y.dtype).reshape(self.out_shape)
             return backward(y._node, seed if seed.ndim else seed[()], retain=True)
-        for k in range(m):
-            cts = sweep(k, 1)
+        seeds = (np.eye(1, m, k)[0] for k in range(m)) if self.coloring is None else \
+            self.coloring.seeds()
+        for s in seeds:
+            cts = sweep(s, 1)
             # a complex output: J[k] = d Re(y_k) + i d Im(y_k), a second sweep (as tr.jacobian)
-            cts_im = sweep(k, 1j) if complex_out else {}
+            cts_im = sweep(s, 1j) if complex_out else {}
             row = []
             for p in self.diff:
                 g = cts.get(boxed[p]._node)
@@ -228,7 +254,7 @@ class JacobianTape(Tape):
                         g = 1j * gi if g is None else g + 1j * gi
                 row.append(rec.output(g) if g is not None else None)
             rows.append(row)
-        self.m = m
+        self.m = len(rows)
         flat = [o for row in rows for o in row if o is not None]
         self._layout_rows = []
         n = 1
@@ -245,6 +271,8 @@ class JacobianTape(Tape):
 
     def _layout(self):
         """One matrix per differentiated leaf; each recorded row placed in it."""
+        if self.coloring is not None and self.coloring.kind == 'column':
+            return [((self.coloring.ncolors, self.m), self.jac_dtype)], {1: (0, 0)}
         specs, placements = [], {}
         for j, p in enumerate(self.diff):
             shape, dtype = self.specs[p]
@@ -269,6 +297,10 @@ class JacobianTape(Tape):
     def withjacobian(self, *args: Any) -> ValGrad:
         """``tape.withjacobian(*args) -> (val, jacobians)``."""
         t, get, outs = self._current()._run(args)
+        if t.coloring is not None:
+            from ..sparse_jacobians import tape_blocks
+            grads = unflatten_args(t.arg_defs, tape_blocks(t, outs), statics=False, only=t.wrt)
+            return ValGrad(_plain_scalar(get(0)), grads)
         flat = [None] * len(t.specs)
         for j, p in enumerate(t.diff):
             J = outs[j]
@@ -284,8 +316,13 @@ class JacobianTape(Tape):
 
 
 class HessianTape(Tape):
-    """``HessianTape(f, x)``: ``tape.hessian(x)`` is ``H[i, j]`` over ``x.ravel()``, replayed
-    without re-running f (reverse over reverse, recorded once).
+    """``HessianTape(f, x, sparsity=None)``: ``tape.hessian(x)`` is ``H[i, j]`` over
+    ``x.ravel()``, replayed without re-running f (reverse over reverse, recorded once).
+
+    With ``sparsity`` ('auto', a pattern from ``tr.hessian_sparsity``, or a symmetric
+    ``tr.coloring``) the tape sweeps the gradient back once per colour instead of once
+    per element, and ``hessian`` returns a SciPy CSR array (an example:
+    ``tr.hessian_sparsity``).
 
     >>> import numpy as np, tracked as tr
     >>> tape = tr.HessianTape(lambda x: np.sum(x ** 3), np.ones(2))
@@ -297,12 +334,20 @@ class HessianTape(Tape):
     _what = 'HessianTape'
 
     def __init__(self, f: Callable[[Any], Any], x: Any,
-                 on_guard: Literal['error', 'retrace'] = 'error') -> None:
+                 on_guard: Literal['error', 'retrace'] = 'error', sparsity: Any = None) -> None:
+        self.sparsity = sparsity
+        self.coloring: Any = None
         super().__init__(f, x, wrt=None, on_guard=on_guard)
+
+    def _record(self, args, given=frozenset()):
+        if self.sparsity is not None:
+            from ..sparse_jacobians import tape_coloring          # needs SciPy
+            self.coloring = tape_coloring(self, args, hessian=True)
+        super()._record(args, given)
 
     def _trace(self, rec, inputs):
         """Run ``f`` at two levels: the gradient by one backward pass, then one
-        backward pass of the gradient per element (the Hessian's rows)."""
+        backward pass of the gradient per element (the Hessian's rows), or per colour."""
         if len(self.diff) != 1 or len(inputs) != 1:
             raise ValueError('HessianTape(f, x) needs one real array or scalar x')
         _refuse_complex(self, self.diff, 'HessianTape')
@@ -322,18 +367,21 @@ class HessianTape(Tape):
             g = backward(y._node, np.ones((), dtype=y.dtype)[()], retain=True).get(x2._node)
         specs = [rec.output(y), rec.output(g if g is not None else np.zeros(shape, dtype))]
         rows = []
-        for k in range(n):
+        seeds = (np.eye(1, n, k)[0] for k in range(n)) if self.coloring is None else \
+            self.coloring.seeds()
+        for s in seeds:
             h = None
             if isinstance(g, Tracked) and g._node.level == l1:
-                seed = np.zeros(shape, dtype=g.dtype)
-                seed.flat[k] = 1
+                seed = s.astype(g.dtype).reshape(shape)
                 h = backward(g._node, seed if seed.ndim else seed[()], retain=True).get(x1._node)
             rows.append(rec.output(h) if h is not None else np.zeros(shape, dtype))
+        self.rows = len(rows)
         self.dtype = dtype
         return specs + rows
 
     def _layout(self):
-        return [((self.n, self.n), self.dtype)], {2 + k: (0, k * self.n) for k in range(self.n)}
+        return [((self.rows, self.n), self.dtype)], {2 + k: (0, k * self.n)
+                                                      for k in range(self.rows)}
 
     def __call__(self, x: Any) -> Any:
         """``tape(x)``: the value of ``f``."""
@@ -341,8 +389,15 @@ class HessianTape(Tape):
 
     def hessian(self, x: Any, out: np.ndarray | None = None) -> Any:
         """``tape.hessian(x, out=None)``: the Hessian matrix (a scalar for scalar x); with
-        ``out`` (an (n, n) array) it is written there."""
+        ``out`` (an (n, n) array) it is written there.  A tape with ``sparsity`` returns a
+        SciPy CSR array (no ``out``)."""
         t = self._current()
+        if t.coloring is not None:
+            if out is not None:
+                raise ValueError('out= takes a dense Hessian; a HessianTape with sparsity= '
+                                 'returns a new sparse array')
+            t, _, outs = t._run((x,))
+            return t.coloring.decompress(outs[0].T)
         if out is not None and (not isinstance(out, np.ndarray) or out.shape != (t.n, t.n)
                                 or out.dtype != t.dtype or not out.flags.c_contiguous
                                 or not out.flags.writeable):

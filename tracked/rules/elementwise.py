@@ -263,11 +263,12 @@ def _angle_jvp(tangents, ans, z, deg=False):
     return np.imag(np.conj(z) * t) / np.where(r2 == 0, 1.0, r2) * (_DEG if deg else 1.0)
 
 
-defvjp(np.real, _real_vjp, linear='joint', view=True, batched=True)   # a real x: as is
-defvjp(np.imag, _imag_vjp, linear='joint', view=True, batched=True)
+defvjp(np.real, _real_vjp, linear='joint', view=True, batched=True,   # a real x: as is
+       structure='elementwise')
+defvjp(np.imag, _imag_vjp, linear='joint', view=True, batched=True, structure='elementwise')
 defvjp(np.conjugate, lambda g, ans, x: np.conj(g), linear='joint', batched=True,  # np.conj
        kernel='{0}')                     # (compiled for real dtypes only)
-defvjp(np.angle, _angle_vjp, jvp=_angle_jvp)
+defvjp(np.angle, _angle_vjp, jvp=_angle_jvp, structure='elementwise')
 
 
 def _real_if_close(a, tol=100):
@@ -367,7 +368,9 @@ defvjp(np.where, None,
        lambda g, ans, c, x, y: np.where(c, g, 0.0),
        lambda g, ans, c, x, y: np.where(c, 0.0, g), kernel='({1} if {0} else {2})',
        linear='joint', batched=lambda ts, ans, c, x, y: np.where(
-           c, *[0.0 if t is None else align_batch(t, v, ans) for t, v in zip(ts[1:], (x, y))]))
+           c, *[0.0 if t is None else align_batch(t, v, ans) for t, v in zip(ts[1:], (x, y))]),
+       # a condition computed from the inputs may pick either branch elsewhere: both
+       structure=lambda varying, ans, c, x, y: 'elementwise' if 0 in varying else 'select')
 
 
 # --------------------------------------------------------------------------
@@ -399,7 +402,8 @@ def _sign_jvp(tangents, ans, x):
 
 defvjp(np.sign, _sign_vjp, kernel='np.sign({0})', jvp=_sign_jvp, batched=_sign_jvp)
 for _f in (np.round, np.around):
-    defvjp(_f, lambda g, ans, *args, **kwargs: g * 0.0, jvp=lambda t, ans, *a, **k: ans * 0.0)
+    defvjp(_f, lambda g, ans, *args, **kwargs: g * 0.0, jvp=lambda t, ans, *a, **k: ans * 0.0,
+           structure=lambda varying, ans, *args, **kwargs: {})     # no dependence at all
 
 
 # --------------------------------------------------------------------------

@@ -91,9 +91,17 @@ def _scatter_batched(ts, ans, g, idx, shape, unique=None):
     return scatter_add(t, bidx, (shape_of(t)[0],) + tuple(shape), unique)
 
 
+def _scatter_structure(varying, ans, g, idx, shape, unique=None):
+    if 1 in varying:            # a recorded index: any element may receive
+        return None
+    target = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)[idx]
+    source = np.arange(np.size(g)).reshape(np.shape(g))
+    return {0: (target.ravel(), np.broadcast_to(source, np.shape(target)).ravel())}
+
+
 _scatter = Primitive(_scatter_add_fwd, (lambda g, ans, h, idx, shape, unique=None: g[idx],),
                      name='scatter_add', kernel='scatter_add', index_args=(1,), linear='joint',
-                     batched=_scatter_batched)
+                     batched=_scatter_batched, structure=_scatter_structure)
 
 
 def scatter_add(g, idx, shape, unique=None):
@@ -122,7 +130,7 @@ def _zero_at_batched(ts, ans, g, idx):
 
 
 _zero = Primitive(_zero_at_fwd, (lambda gg, ans, g, idx: zero_at(gg, idx),), name='zero_at',
-                  index_args=(1,), linear='joint', batched=_zero_at_batched)
+                  index_args=(1,), linear='joint', batched=_zero_at_batched, structure='select')
 
 
 def zero_at(g, idx):
@@ -158,10 +166,10 @@ def _getitem_batched(ts, ans, x, idx):
 
 _getitem_view = Primitive(operator.getitem, (_getitem_vjp,), name='operator.getitem', view=True,
                           kernel='getitem', index_args=(1,), linear='joint',
-                          batched=_getitem_batched)
+                          batched=_getitem_batched, structure='select')
 _getitem_copy = Primitive(operator.getitem, (_getitem_vjp,), name='operator.getitem',
                           kernel='getitem', index_args=(1,), linear='joint',
-                          batched=_getitem_batched)
+                          batched=_getitem_batched, structure='select')
 FAST['slice'] = _getitem_view          # Tracked.__getitem__ records x[a:b] directly
 
 
@@ -212,4 +220,4 @@ def _setitem_vjp_value(g, ans, x, idx, v):
 
 
 defvjp(operator.setitem, lambda g, ans, x, idx, v: zero_at(g, idx), None, _setitem_vjp_value,
-       fn=_setitem_fwd, index_args=(1,), linear='joint')
+       fn=_setitem_fwd, index_args=(1,), linear='joint', structure='select')

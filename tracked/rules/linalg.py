@@ -360,7 +360,7 @@ def _norm_fwd(x, ord=None, axis=None, keepdims=False):
 
 
 _norm_prim = Primitive(_norm_fwd, (_norm_vjp,), name='np.linalg.norm', jvp=_norm_jvp,
-                       batched=_norm_jvp)
+                       batched=_norm_jvp, structure='reduce')
 
 
 def _norm(x, ord=None, axis=None, keepdims=False):

@@ -80,8 +80,30 @@ def _matmul_batched(ts, ans, a, b, **kwargs):
     return out
 
 
+def _matmul_structure(varying, ans, a, b, **kwargs):
+    """out[i, j] reads a[i, s] and b[s, j] where the other factor is not a structural
+    zero: a constant operand's zeros are (A @ x with a sparse stencil A); a varying
+    one's are not.  Stacks of matrices: every element (None)."""
+    a, b = arr(a), arr(b)
+    if a.ndim > 2 or b.ndim > 2:
+        return None
+    A = np.reshape(a, (1, -1)) if a.ndim == 1 else a            # (m, k)
+    B = np.reshape(b, (-1, 1)) if b.ndim == 1 else b            # (k, p)
+    (m, k), p = np.shape(A), np.shape(B)[1]
+    out = {}
+    if 1 in varying:
+        i, s = np.nonzero(np.ones((m, k), bool) if 0 in varying else A != 0)
+        j = np.arange(p)
+        out[1] = ((i[:, None] * p + j).ravel(), (s[:, None] * p + j).ravel())
+    if 0 in varying:
+        s, j = np.nonzero(np.ones((k, p), bool) if 1 in varying else B != 0)
+        i = np.arange(m)[:, None]
+        out[0] = ((i * p + j).ravel(), (i * k + s).ravel())
+    return out
+
+
 defvjp(np.matmul, _matmul_vjp_a, _matmul_vjp_b, fn=_matmul, kernel='matmul', linear='each',
-       batched=_matmul_batched)
+       batched=_matmul_batched, structure=_matmul_structure)
 
 
 # --------------------------------------------------------------------------

@@ -247,7 +247,8 @@ def _reduce_batched(fn):
     return batched
 
 
-defvjp(np.sum, _sum_vjp, fn=_sum, kernel='sum', jvp=_sum_jvp, batched=_reduce_batched(_sum))
+defvjp(np.sum, _sum_vjp, fn=_sum, kernel='sum', jvp=_sum_jvp, batched=_reduce_batched(_sum),
+       structure='reduce')
 
 
 def _nansum(a, axis=None, dtype=None, out=None, *rest, **kw):
@@ -270,7 +271,8 @@ def _nansum_jvp(t, ans, a, axis=None, dtype=None, out=None, keepdims=False, init
     return _tangent_sum(t[0], _nansum_weight(a, where), axis, np.ndim(a), keepdims)
 
 
-defvjp(np.nansum, _nansum_vjp, fn=_nansum, jvp=_nansum_jvp, batched=_nansum_jvp)
+defvjp(np.nansum, _nansum_vjp, fn=_nansum, jvp=_nansum_jvp, batched=_nansum_jvp,
+       structure='reduce')
 
 
 def _mean(a, axis=None, dtype=None, out=None, *rest, **kw):
@@ -290,7 +292,7 @@ def _mean_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False, *, whe
 
 
 defvjp(np.mean, _mean_vjp, fn=_mean, kernel='mean', linear='joint',
-       batched=_reduce_batched(_mean))
+       batched=_reduce_batched(_mean), structure='reduce')
 
 
 def _nanmean(a, axis=None, dtype=None, out=None, *rest, **kw):
@@ -315,7 +317,8 @@ def _nanmean_jvp(t, ans, a, axis=None, dtype=None, out=None, keepdims=False, *, 
     return _tangent_sum(t[0], _nanmean_weight(a, axis, where), axis, np.ndim(a), keepdims)
 
 
-defvjp(np.nanmean, _nanmean_vjp, fn=_nanmean, jvp=_nanmean_jvp, batched=_nanmean_jvp)
+defvjp(np.nanmean, _nanmean_vjp, fn=_nanmean, jvp=_nanmean_jvp, batched=_nanmean_jvp,
+       structure='reduce')
 
 
 def _prod(a, axis=None, dtype=None, out=None, *rest, **kw):
@@ -348,7 +351,7 @@ def _prod_jvp(t, ans, a, axis=None, dtype=None, out=None, keepdims=False,
                         keepdims)
 
 
-defvjp(np.prod, _prod_vjp, fn=_prod, jvp=_prod_jvp, batched=_prod_jvp)
+defvjp(np.prod, _prod_vjp, fn=_prod, jvp=_prod_jvp, batched=_prod_jvp, structure='reduce')
 
 
 # --------------------------------------------------------------------------
@@ -390,7 +393,7 @@ for _fn, _name, _kernel in ((np.max, 'max', 'max'), (np.amax, 'amax', 'max'),
                             (np.min, 'min', 'min'), (np.amin, 'amin', 'min'),
                             (np.nanmax, 'nanmax', None), (np.nanmin, 'nanmin', None)):
     defvjp(_fn, _chooser_vjp, fn=_chooser(_fn, _name), kernel=_kernel, jvp=_chooser_jvp,
-           batched=_chooser_jvp)
+           batched=_chooser_jvp, structure='reduce')
 
 
 # --------------------------------------------------------------------------
@@ -446,8 +449,10 @@ def _std_jvp(t, ans, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False,
     return _moment_tangent(t[0], a, axis, ddof, correction, 1.0, keepdims) / _safe(ans)
 
 
-defvjp(np.var, _var_vjp, fn=_moment(np.var, 'var'), jvp=_var_jvp, batched=_var_jvp)
-defvjp(np.std, _std_vjp, fn=_moment(np.std, 'std'), jvp=_std_jvp, batched=_std_jvp)
+defvjp(np.var, _var_vjp, fn=_moment(np.var, 'var'), jvp=_var_jvp, batched=_var_jvp,
+       structure='reduce')
+defvjp(np.std, _std_vjp, fn=_moment(np.std, 'std'), jvp=_std_jvp, batched=_std_jvp,
+       structure='reduce')
 
 
 # --------------------------------------------------------------------------
@@ -488,8 +493,9 @@ def _cumprod_vjp(g, ans, a, axis=None, dtype=None, out=None):
     return np.reshape(gx, np.shape(a)) if axis is None or not np.ndim(a) else gx
 
 
-defvjp(np.cumsum, _cumsum_vjp, fn=_cumulative(np.cumsum, 'cumsum'), linear='joint')
-defvjp(np.cumprod, _cumprod_vjp, fn=_cumulative(np.cumprod, 'cumprod'))
+defvjp(np.cumsum, _cumsum_vjp, fn=_cumulative(np.cumsum, 'cumsum'), linear='joint',
+       structure='cumulative')
+defvjp(np.cumprod, _cumprod_vjp, fn=_cumulative(np.cumprod, 'cumprod'), structure='cumulative')
 
 
 # --------------------------------------------------------------------------
@@ -514,7 +520,13 @@ def _trace_vjp(g, ans, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     return np.transpose(gt, tuple(np.argsort(perm)))
 
 
-defvjp(np.trace, _trace_vjp, fn=_trace, linear='joint')
+def _trace_structure(varying, ans, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    source = np.diagonal(np.arange(np.size(a)).reshape(np.shape(a)), offset, axis1, axis2)
+    target = np.arange(np.size(ans)).reshape(np.shape(ans) + (1,))
+    return {0: (np.broadcast_to(target, source.shape).ravel(), source.ravel())}
+
+
+defvjp(np.trace, _trace_vjp, fn=_trace, linear='joint', structure=_trace_structure)
 
 
 # --------------------------------------------------------------------------

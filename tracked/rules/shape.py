@@ -67,7 +67,7 @@ def _batched_like_output(ts, ans, x, *args, order='C', **kw):
 
 defvjp(np.reshape, lambda g, ans, x, shape=None, order='C', **kw:
        np.reshape(g, _shape(x), order=order), fn=_reshape, view=True, linear='joint',
-       batched=_batched_like_output)
+       batched=_batched_like_output, structure='select')
 
 
 def _ravel(a, order='C'):
@@ -76,7 +76,7 @@ def _ravel(a, order='C'):
 
 
 defvjp(np.ravel, lambda g, ans, x, order='C': np.reshape(g, _shape(x), order=order),
-       fn=_ravel, view=True, linear='joint', batched=_batched_like_output)
+       fn=_ravel, view=True, linear='joint', batched=_batched_like_output, structure='select')
 
 
 def _transpose_vjp(g, ans, x, axes=None):
@@ -100,22 +100,24 @@ def _broadcast_to_batched(ts, ans, x, shape, **kw):
 
 
 # also .T and np.permute_dims
-defvjp(np.transpose, _transpose_vjp, view=True, linear='joint', batched=_transpose_batched)
+defvjp(np.transpose, _transpose_vjp, view=True, linear='joint', batched=_transpose_batched,
+       structure='select')
 defvjp(np.swapaxes, lambda g, ans, x, axis1, axis2: np.swapaxes(g, axis1, axis2), view=True,
        linear='joint', batched=lambda ts, ans, x, axis1, axis2: np.swapaxes(
-           ts[0], *batch_axes((axis1, axis2), len(_shape(x)))))
+           ts[0], *batch_axes((axis1, axis2), len(_shape(x)))), structure='select')
 defvjp(np.moveaxis, lambda g, ans, x, source, destination: np.moveaxis(g, destination, source),
-       view=True, linear='joint')
+       view=True, linear='joint', structure='select')
 defvjp(np.matrix_transpose, lambda g, ans, x: np.matrix_transpose(g), view=True, linear='joint',
-       batched=True)
+       batched=True, structure='select')
 defvjp(np.expand_dims, lambda g, ans, x, axis: np.reshape(g, _shape(x)), view=True,
-       linear='joint', batched=_batched_like_output)
+       linear='joint', batched=_batched_like_output, structure='select')
 defvjp(np.squeeze, lambda g, ans, x, axis=None: np.reshape(g, _shape(x)), view=True,
-       linear='joint', batched=_batched_like_output)
+       linear='joint', batched=_batched_like_output, structure='select')
 defvjp(np.broadcast_to, identity, view=True, linear='joint',   # unbroadcast: central
-       batched=_broadcast_to_batched)
+       batched=_broadcast_to_batched, structure='select')
 defvjp(np.flip, lambda g, ans, x, axis=None: np.flip(g, axis), view=True, linear='joint',
-       batched=lambda ts, ans, x, axis=None: np.flip(ts[0], batch_axes(axis, len(_shape(x)))))
+       batched=lambda ts, ans, x, axis=None: np.flip(ts[0], batch_axes(axis, len(_shape(x)))),
+       structure='select')
 defcomposite(np.fliplr, lambda m: np.flip(m, 1))
 defcomposite(np.flipud, lambda m: np.flip(m, 0))
 
@@ -125,9 +127,9 @@ def _negate_shift(shift):
 
 
 defvjp(np.roll, lambda g, ans, x, shift, axis=None: np.roll(g, _negate_shift(shift), axis),
-       linear='joint')
+       linear='joint', structure='select')
 defvjp(np.rot90, lambda g, ans, x, k=1, axes=(0, 1): np.rot90(g, -k, axes), view=True,
-       linear='joint')
+       linear='joint', structure='select')
 def _triangle_batched(tri):
     # triu/tril act on the last two axes, so a batch rides along, except that a 1-d x
     # is first made the matrix it is a row of
@@ -135,10 +137,11 @@ def _triangle_batched(tri):
 
 
 defvjp(np.triu, lambda g, ans, x, k=0: np.triu(g, k), linear='joint',
-       batched=_triangle_batched(np.triu))
+       batched=_triangle_batched(np.triu), structure='select')
 defvjp(np.tril, lambda g, ans, x, k=0: np.tril(g, k), linear='joint',
-       batched=_triangle_batched(np.tril))
-defvjp(np.copy, identity, kernel='copy', linear='joint', batched=True)     # also .copy()
+       batched=_triangle_batched(np.tril), structure='select')
+defvjp(np.copy, identity, kernel='copy', linear='joint', batched=True,      # also .copy()
+       structure='select')
 
 
 def _broadcast_arrays(*args, **kwargs):
@@ -182,7 +185,7 @@ def _cast_like(g, x):
 
 
 _astype = Primitive(_astype_fwd, (lambda g, ans, x, dtype: _cast_like(g, x),), name='astype',
-                    kernel='astype', linear='joint', batched=True)
+                    kernel='astype', linear='joint', batched=True, structure='elementwise')
 
 
 def _astype_0d(x, dtype):          # np.astype refuses a NumPy scalar before NumPy 2.1
@@ -229,7 +232,7 @@ class _Variadic:
 
 def _variadic(fn, make_vjp, name, batched=None):
     # Jointly linear in its arrays: the tangent is the primitive of the tangents.
-    prim = Primitive(fn, (), name=name, linear='joint', batched=batched)
+    prim = Primitive(fn, (), name=name, linear='joint', batched=batched, structure='select')
     prim.vjps = _Variadic(make_vjp)      # Primitive() would turn a sequence into a tuple
     return prim
 
@@ -409,7 +412,7 @@ def _tile_vjp(g, ans, x, reps):
     return np.reshape(np.sum(g, axis=tuple(range(0, 2 * d, 2))), xs)
 
 
-defvjp(np.tile, _tile_vjp, linear='joint')
+defvjp(np.tile, _tile_vjp, linear='joint', structure='select')
 
 
 def _along(x, axis):
@@ -439,7 +442,7 @@ def _repeat_vjp(g, ans, x, repeats, axis=None):
     return np.reshape(gx, xs) if axis is None or not xs else gx
 
 
-defvjp(np.repeat, _repeat_vjp, linear='joint')
+defvjp(np.repeat, _repeat_vjp, linear='joint', structure='select')
 
 
 def _pad_pairs(pad_width, ndim):
@@ -453,13 +456,30 @@ def _pad_pairs(pad_width, ndim):
 
 
 def _pad_constant_vjp(g, ans, x, pad_width, **kwargs):
-    xs = _shape(x)
+    xs = shape_of(x)                # a shape read only: the entry keeps no copy of x
     pairs = _pad_pairs(pad_width, len(xs))
     return g[tuple(slice(b, b + n) for (b, _), n in zip(pairs, xs))]
 
 
+def _pad_constant_structure(varying, ans, x, pad_width, **kwargs):
+    # 'select' would run np.pad on the codes with constant_values, a code of its own
+    codes = np.pad(np.arange(1, _size(x) + 1).reshape(_shape(x)), pad_width).ravel()
+    k = np.flatnonzero(codes)
+    return {0: (k, codes[k] - 1)}
+
+
+def _pad_constant_jvp(ts, ans, x, pad_width, **kwargs):
+    # the border is a constant (constant_values): its tangent is zero
+    return np.pad(ts[0], pad_width)
+
+
+def _pad_constant_batched(ts, ans, x, pad_width, **kwargs):
+    return np.pad(ts[0], [(0, 0)] + _pad_pairs(pad_width, len(_shape(x))))
+
+
 _pad_constant = Primitive(lambda x, pad_width, **kw: np.pad(x, pad_width, mode='constant', **kw),
-                          (_pad_constant_vjp,), name='np.pad')
+                          (_pad_constant_vjp,), name='np.pad', jvp=_pad_constant_jvp,
+                          batched=_pad_constant_batched, structure=_pad_constant_structure)
 
 _GATHER_MODES = ('edge', 'reflect', 'symmetric', 'wrap')
 
@@ -507,7 +527,7 @@ def _take_vjp(g, ans, x, indices, axis=None, out=None, mode='raise'):
     return np.reshape(gx, xs) if axis is None or not xs else gx
 
 
-defvjp(np.take, _take_vjp, fn=_take, linear='joint')
+defvjp(np.take, _take_vjp, fn=_take, linear='joint', structure='select')
 
 
 def _take_along_axis_vjp(g, ans, x, indices, axis=-1):
@@ -522,7 +542,7 @@ def _take_along_axis_vjp(g, ans, x, indices, axis=-1):
     return scatter_add(g, fancy, xs)
 
 
-defvjp(np.take_along_axis, _take_along_axis_vjp, linear='joint')
+defvjp(np.take_along_axis, _take_along_axis_vjp, linear='joint', structure='select')
 
 
 def _diagonal_vjp(g, ans, x, offset=0, axis1=0, axis2=1):
@@ -536,10 +556,11 @@ def _diagonal_vjp(g, ans, x, offset=0, axis1=0, axis2=1):
     return np.moveaxis(full, (-2, -1), (a1, a2))
 
 
-defvjp(np.diagonal, _diagonal_vjp, view=True, linear='joint')   # NumPy's is a read-only view
+defvjp(np.diagonal, _diagonal_vjp, view=True, linear='joint',   # NumPy's is a read-only view
+       structure='select')
 
 _diag_1d = Primitive(np.diag, (lambda g, ans, v, k=0: np.diagonal(g, k),), name='np.diag',
-                     linear='joint')
+                     linear='joint', structure='select')
 
 
 def _diag(v, k=0):

@@ -34,8 +34,19 @@ def _slice(y, start, n):
     return y[start:start + n]
 
 
+def _conv_structure(varying, ans, a, v):
+    """y[i + j] reads a[i] and v[j], but no term with a constant factor that is zero."""
+    nz = [np.ones(np.shape(x), bool) if p in varying else np.asarray(x) != 0
+          for p, x in enumerate((a, v))]
+    out = {}
+    for p in varying:
+        i, j = np.nonzero(np.logical_and.outer(*nz))     # pairs (a[i], v[j]) of a term
+        out[p] = (i + j, (i, j)[p])
+    return out
+
+
 _conv_full = Primitive(lambda a, v: np.convolve(a, v, 'full'), (_conv_vjp_a, _conv_vjp_v),
-                       name='np.convolve', linear='each')
+                       name='np.convolve', linear='each', structure=_conv_structure)
 
 
 def _conv(a, v):
@@ -311,7 +322,7 @@ def _windows_fwd(x, window_shape, axis=None, **kwargs):
 
 
 _windows_prim = Primitive(_windows_fwd, (_windows_vjp,), name='sliding_window_view',
-                          linear='joint', view=True)
+                          linear='joint', view=True, structure='select')
 
 
 def _windows(x, window_shape, axis=None):
