@@ -195,7 +195,7 @@ class Run:
         if self._centre is None:
             self.tr.mode, self.tr.values = 'record', []
             try:
-                y = float(self.f(*self.args()))
+                y = float(escaped(self.f(*self.args()), 'f(*args)'))
             finally:
                 self.tr.mode = None
             if not np.isfinite(y) or abs(y) > 1e4:      # differences would lose digits

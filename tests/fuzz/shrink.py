@@ -63,8 +63,11 @@ def _without_statement(program: Program, s: Any) -> Iterator[Program]:
         yield _drop_statement(program, s.out)
         return
     like = users[0]
-    options = [a for a in s.atoms if a.shape == like.shape and a.integer == like.integer
-               and a.name] + [_constant(like)]
+    fits = lambda a: a.shape == like.shape and a.integer == like.integer and a.name  # noqa: E731
+    # one of its operands, an argument's leaf (readable everywhere), or a constant
+    reads = list(dict.fromkeys(a for a in walk(program) if isinstance(a, Atom)
+                               and a.via in program.main.params and fits(a)))
+    options = [a for a in s.atoms if fits(a)] + reads[:3] + [_constant(like)]
     for by in options:
         yield _drop_statement(_replace_var(program, s.out, by), s.out)
 
