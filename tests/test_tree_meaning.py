@@ -233,3 +233,26 @@ def test_augmented_assignment_on_a_number_argument_rebinds():
     W = np.ones(2)
     with pytest.raises(ValueError, match='leaf'):     # an array argument still refuses
         tr.gradient(lambda w: (w.__iadd__(1.0), np.sum(w))[1], W)
+
+
+def test_one_array_as_the_tangent_of_two_leaves():
+    # tangent trees are read by position: (v, v) mirrors (x, y) though v is one array
+    v = np.ones(2)
+    y, t = tr.jvp(lambda p: np.sum(p[0] * p[1]), ((np.ones(2), np.zeros(2)),), ((v, v),))
+    assert (y, t) == (0.0, 2.0)
+    y, t = tr.jvp(lambda d: d['a'] * d['b'], ({'a': 2.0, 'b': 3.0},), ({'a': 1.0, 'b': None},))
+    assert (y, t) == (6.0, 3.0)
+    with pytest.raises(ValueError, match='mirror'):
+        tr.jvp(lambda d: d['a'], ({'a': 2.0},), ({'c': 1.0},))
+
+
+def test_an_array_in_two_arguments_gets_each_arguments_partial():
+    # ties are within one argument (a model); arguments are differentiated one by one,
+    # as Zygote's gradient(f, x, x) and JAX's argnums do, at every level
+    W = np.array([0.5, -1.0])
+    f = lambda a, b: np.sum(np.sin(b['e']) * a)  # noqa: E731
+    ga, gb = tr.gradient(f, W, {'e': W})
+    np.testing.assert_allclose(ga, np.sin(W))
+    np.testing.assert_allclose(gb['e'], np.cos(W) * W)
+    outer = tr.gradient(lambda w: np.sum(tr.gradient(f, w, {'e': w})[0]), W)[0]
+    np.testing.assert_allclose(outer, np.cos(W))

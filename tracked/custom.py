@@ -682,10 +682,10 @@ def _untracked_arg(a: Any) -> Any:
 class _Region(Dropped):
     """The entries one ``checkpoint`` call recorded, whose saved values it dropped."""
 
-    __slots__ = ('f', 'args', 'depth', 'outputs', 'entries')
+    __slots__ = ('f', 'args', 'states', 'depth', 'outputs', 'entries')
 
-    def __init__(self, f, args, depth, out, entries, start):
-        self.f, self.args, self.depth = f, args, depth
+    def __init__(self, f, args, states, depth, out, entries, start):
+        self.f, self.args, self.states, self.depth = f, args, states, depth
         self.outputs = [_fingerprint(plain(t)) for t in _tracked_leaves(out)]
         # weakly: an entry holds its region, and must die with the values using it
         self.entries = {level: [weakref.ref(n) for n in nodes] for level, nodes in entries.items()}
@@ -705,10 +705,15 @@ class _Region(Dropped):
         depth = getattr(state, 'depth', 0)
         state.depth = self.depth        # differentiating() as f saw it (layers' modes)
         start = next(_tape.sequence)
+        now = [_state_of(t) for t, *_ in self.states]
+        for st in self.states:
+            _set_state(*st)
         try:
             out = self.f(*self.args)
         finally:
             state.depth = depth
+            for st in now:
+                _set_state(*st)
         new = _entries(out, start).get(level, [])
         old = self.entries[level]
         outputs = [_fingerprint(plain(t)) for t in _tracked_leaves(out)]
@@ -787,27 +792,36 @@ def _seq(node):
 
 
 def _snapshot(args):
-    """``args`` with each tracked value in a new box of its entry and value (one box for
-    one value), to run ``f`` again on: an in-place write in ``f`` (``a[0] = y``)
-    re-points the box written to, which must not change what a recomputation starts from."""
-    boxes: dict[int, Any] = {}
+    """The tracked values among ``args`` with their state now (entry, value, tangent).  A
+    recomputation runs ``f`` on the same boxes, each put back to that state for the
+    run: their identity is part of what ``f`` computes (a tied array: ``f`` may pass an
+    argument and the value it closes over to ``destructure``), and an in-place write in
+    ``f`` (``a[0] = y``) re-points the box, which must not change what the next
+    recomputation starts from."""
+    states: list[tuple[Any, ...]] = []
+    seen: set[int] = set()
 
-    def rebox(t):
-        new = boxes.get(id(t))
-        if new is None:
-            new = boxes[id(t)] = t if isinstance(t, int) else _rebox(t)   # an int is immutable
-        return new
-    return tuple(rebox(a) if isinstance(a, Tracked) else
-                 tree_map(rebox, a, is_leaf=_is_tracked) if is_node(a) and
-                 leaves(a, _is_tracked) else a for a in args)
+    def note(t):
+        if id(t) not in seen and not isinstance(t, int):     # an int is immutable
+            seen.add(id(t))
+            states.append(_state_of(t))
+        return t
+    for a in args:
+        if isinstance(a, Tracked):
+            note(a)
+        elif is_node(a) and leaves(a, _is_tracked):
+            tree_map(note, a, is_leaf=_is_tracked)
+    return states
 
 
-def _rebox(t):
-    new = object.__new__(type(t))
-    new._node, new._value = t._node, t._value
+def _state_of(t):
+    return (t, t._node, t._value, t._tangent if t._forward else None)
+
+
+def _set_state(t, node, value, tangent):
+    t._node, t._value = node, value
     if t._forward:
-        new._tangent = t._tangent
-    return new
+        t._tangent = tangent
 
 
 def checkpoint(f: Callable[..., Any], *args: Any) -> Any:
@@ -835,11 +849,11 @@ def checkpoint(f: Callable[..., Any], *args: Any) -> Any:
     """
     if _recording() is not None:
         return f(*args)
-    saved = _snapshot(args)
+    states = _snapshot(args)
     depth = getattr(_tape.thread_state, 'depth', 0)
     start = next(_tape.sequence)
     out = f(*args)
     entries = _entries(out, start)
     if entries:
-        _Region(f, saved, depth, out, entries, start)
+        _Region(f, args, states, depth, out, entries, start)
     return out

@@ -220,8 +220,8 @@ def _eager(f: Callable[..., Any], args: Sequence[Any], values: Sequence[Any],
     cts = back(dy, last=True)
     if any(isinstance(ct, Tracked) for ct in cts):
         raise TypeError('a tr.Duplicated argument stores plain gradients, but this one '
-                        'depends on an outer differentiation; use tr.gradient(f, model, '
-                        '...) there')
+                        'depends on an outer differentiation or is recorded by a '
+                        'GradientTape; use tr.gradient(f, model, ...) there')
     bufs = [b for i in dups for b in args[i].buffers]
     for b, ct in zip(bufs, cts):
         if zero:

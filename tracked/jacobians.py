@@ -29,6 +29,7 @@ from .api import gradient
 from .reverse import vjp
 from .arguments import (Args, check_function, check_output, float_dtype, keep_value, leaf_value,
                         no_complex_inputs)
+from .tree_util import follow
 from .forward import DualLevel, make_dual, output_tangent, primal, run_forward
 from .values import Tracked, plain
 
@@ -320,15 +321,16 @@ def _tangent_leaves(args: Sequence[Any], tangents: Sequence[Any]) -> list[Any]:
                          f'tangent per argument (None for a constant)')
     out: list[Any] = []
     for a, t in zip(args, tangents):
-        leaves = Args((a,)).flat
+        spec = Args((a,))
+        leaves = spec.flat
         if t is None:
             out.extend([None] * len(leaves))
             continue
-        tleaves = Args((t,)).flat
-        if len(tleaves) != len(leaves):
-            raise ValueError(f'jvp: a tangent must mirror its argument: {len(leaves)} '
-                             f'differentiated leaves, {len(tleaves)} tangent leaves')
+        tleaves = [t] if spec.defs[0] == 'leaf' else _mirrored(spec.defs[0], t, len(leaves))
         for x, v in zip(leaves, tleaves):
+            if v is None:                   # no tangent there: a constant
+                out.append(None)
+                continue
             if float_dtype(v).kind == 'c' and float_dtype(x).kind != 'c':
                 raise ValueError('jvp: a complex tangent for a real argument (its imaginary '
                                  'part would be dropped); pass the argument as complex '
@@ -340,6 +342,20 @@ def _tangent_leaves(args: Sequence[Any], tangents: Sequence[Any]) -> list[Any]:
                                  f'argument {np.shape(plain(x))}')
             out.append(v)
     return out
+
+
+def _mirrored(treedef: Any, t: Any, n: int) -> list[Any]:
+    """The tangents at the places of an argument's ``n`` leaves, read from tangent tree
+    ``t`` by path: the same array may be the tangent of several leaves (``(v, v)`` for
+    two different arrays), while a tied leaf takes the tangent at its first place."""
+    try:
+        found = [follow(t, p) for p in treedef.paths()]
+    except (KeyError, IndexError, AttributeError, TypeError):
+        found = []
+    if len(found) != n:
+        raise ValueError(f'jvp: a tangent must mirror its argument: {n} differentiated '
+                         f'leaves, a tangent of another structure')
+    return found
 
 
 def jvp(f: Callable[..., Any], args: Sequence[Any],

@@ -28,7 +28,7 @@ import numpy as np
 
 import tracked
 
-from .programs import OPAQUE_RULES, Program, build, make_args, rules_used, statements
+from .programs import OPAQUE_RULES, Program, build, make_args, render, rules_used, statements
 from .reference import NotSmooth, Reference
 from .semantics import CONTAINERS, Parameters, is_array, is_integer, is_number, items, leaves
 
@@ -40,9 +40,15 @@ VALUE_RTOL = 1e-6              # the reference's nested differences: ~1e-8
 # Exceptions that are documented refusals, not findings: (type, message pattern,
 # what must hold of the program, why).
 REFUSALS: list[tuple[type, str, Callable[[Program], bool], str]] = [
-    (TypeError, r'second derivatives through @tr\.rule r_\w+_opaque need its forward',
+    (TypeError, r'second derivatives through @tr\.rule r_\w+_opaque need its (forward|pullback)',
      lambda p: bool(set(rules_used(p)) & set(OPAQUE_RULES)),
-     'an opaque @tr.rule is first order only (tr.rule docstring, API.md §4)'),
+     'an opaque @tr.rule whose pullback cannot be rebuilt over the tracked arguments is '
+     'first order only (tr.rule docstring, API.md §4)'),
+    (TypeError, r'a tr\.Duplicated argument stores plain gradients, but this one depends on an '
+                r'outer differentiation or is recorded by a GradientTape',
+     lambda p: 'Duplicated' in render(p),
+     'Duplicated stores plain gradients: under an outer level or a recording they would be '
+     'recorded values (duplicated.py); tr.gradient is the way there'),
 ]
 
 
@@ -176,7 +182,7 @@ class Run:
         self.program = program
         self.tr = _Tracked()
         self.f = build(program, self.tr)
-        self.params = Parameters(make_args(program))
+        self.params = Parameters(make_args(program), arguments=True)
         self.theta = self.params.theta()
         rng = np.random.default_rng(program.seed)
         self.u = rng.standard_normal(self.params.size)     # directions of the differences
@@ -249,7 +255,9 @@ class Run:
             d1, d2 = mixed(1e-4), mixed(2e-4)
             if abs(d1 - d2) > 1e-3 * (1 + abs(d1)):
                 raise Skip('f is not twice differentiable along the directions here')
-            self._seconds[key] = d1
+            # Richardson: the h^2 error term of the two steps cancels (a curvy f's
+            # second differences at 1e-4 alone can be off by more than the tolerance)
+            self._seconds[key] = (4 * d1 - d2) / 3
         return self._seconds[key]
 
     def owners(self) -> list[int]:

@@ -136,7 +136,7 @@ class Reference:
 
     def withgradient(self, f: Callable[..., Any], *args: Any) -> WithGradient:
         val = f(*args)
-        params = Parameters(args)
+        params = Parameters(args, arguments=True)
         g = self._jacobian(lambda a: _first(f(*a)), params)[0]
         return WithGradient(val, params.mirror(g))
 
@@ -149,7 +149,7 @@ class Reference:
         y = f(*args)
 
         def back(dy: Any) -> Any:
-            params = Parameters(args)
+            params = Parameters(args, arguments=True)
             g = self._jacobian(lambda a: np.sum(f(*a) * dy), params)[0]
             return params.mirror(g)
         return y, back
@@ -157,7 +157,7 @@ class Reference:
     def _duplicated(self, f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
         vals = tuple(a.val if isinstance(a, (Duplicated, Const)) else a for a in args)
         wrt = [i for i, a in enumerate(args) if isinstance(a, Duplicated)]
-        params = Parameters(tuple(vals[i] for i in wrt), arrays_only=True)
+        params = Parameters(tuple(vals[i] for i in wrt), arrays_only=True, arguments=True)
 
         def fun(models: Any) -> Any:
             full = list(vals)
@@ -170,7 +170,7 @@ class Reference:
     # -------------------------------------------------------------- Jacobians
 
     def jacobian(self, f: Callable[..., Any], *args: Any, mode: str = 'auto') -> tuple[Any, ...]:
-        params = Parameters(args)
+        params = Parameters(args, arguments=True)
         J = self._jacobian(lambda a: f(*a), params)
         return self._slots(params, J)
 
@@ -188,7 +188,7 @@ class Reference:
         return hv[0] if np.ndim(x) == 0 else np.reshape(hv, np.shape(x))
 
     def diaghessian(self, f: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
-        params = Parameters(args)
+        params = Parameters(args, arguments=True)
         theta = params.theta()
         diag = np.zeros(params.size)
         for i in range(params.size):
@@ -203,7 +203,7 @@ class Reference:
     def jvp(self, f: Callable[..., Any], args: Any, tangents: Any) -> tuple[Any, Any]:
         if not isinstance(args, tuple):
             args, tangents = (args,), (tangents,)
-        params = Parameters(args)
+        params = Parameters(args, arguments=True)
         direction = params.flat(_aligned(args, tangents))
         return f(*args), self._along(lambda a: f(*a), params, direction)
 

@@ -2,8 +2,10 @@
 
 Tuples, lists and dicts are containers, always (a list of numbers is never one array).
 Everything else is a leaf: a float array of one or more dimensions is tied by identity
-(the same object in two places is one parameter); a float number (Python float, NumPy
-scalar, 0-d array) is a value, each place its own parameter; an integer is a constant
+within one argument (the same object in two places is one parameter; in two arguments,
+two: arguments are differentiated one by one, as Zygote's ``gradient(f, x, x)``); a
+float number (Python float, NumPy scalar, 0-d array) is a value, each place its own
+parameter; an integer is a constant
 (never mapped by ``fmap``, never taken by ``destructure``); anything else (strings) is
 passed as is.  The reference implementation and the oracle both read trees through
 this module, so the fuzzer states the semantics once.
@@ -61,18 +63,23 @@ class Parameters:
     arrays (an object that occurs in several places once) and its float numbers (each
     place its own), in the order of the leaves."""
 
-    def __init__(self, tree: Any, arrays_only: bool = False) -> None:
+    def __init__(self, tree: Any, arrays_only: bool = False, arguments: bool = False) -> None:
         self.tree = tree
         self.leaves = leaves(tree)
         self.slots: list[Any] = []          # per parameter: the array, or None (a number)
         self.places: list[list[int]] = []   # per parameter: the leaf indices it occupies
-        first: dict[int, int] = {}
+        # ``arguments``: ``tree`` is an argument tuple, whose arguments are differentiated
+        # one by one (an array in two arguments is two parameters, tied within each)
+        owner = [k for k, (_, a) in enumerate(items(tree)) for _ in leaves(a)] \
+            if arguments else [0] * len(self.leaves)
+        first: dict[tuple[int, int], int] = {}
         for place, leaf in enumerate(self.leaves):
             if is_array(leaf):
-                if id(leaf) in first:
-                    self.places[first[id(leaf)]].append(place)
+                key = (owner[place], id(leaf))
+                if key in first:
+                    self.places[first[key]].append(place)
                     continue
-                first[id(leaf)] = len(self.slots)
+                first[key] = len(self.slots)
                 self.slots.append(leaf)
                 self.places.append([place])
             elif is_number(leaf) and not arrays_only:
