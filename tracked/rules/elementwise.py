@@ -521,7 +521,9 @@ for _f, _g, _outside in ((np.emath.sqrt, np.sqrt, _negative), (np.emath.log, np.
                          (np.emath.arccos, np.arccos, _beyond_one),
                          (np.emath.arcsin, np.arcsin, _beyond_one),
                          (np.emath.arctanh, np.arctanh, _beyond_one)):
-    defcomposite(_f, lambda x, _g=_g, _outside=_outside: _g(_complex_where(x, _outside)))
+    defcomposite(_f, lambda x, _g=_g, _outside=_outside: _g(_complex_where(x, _outside)),
+                 arrays=('x',))
 defcomposite(np.emath.logn, lambda n, x: np.log(_complex_where(x, _negative))
-             / np.log(_complex_where(n, _negative)))
-defcomposite(np.emath.power, lambda x, p: np.power(_complex_where(x, _negative), p))
+             / np.log(_complex_where(n, _negative)), arrays=('n', 'x'))
+defcomposite(np.emath.power, lambda x, p: np.power(_complex_where(x, _negative), p),
+             arrays=('x', 'p'))
