@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tracked as tr
-from tracked.compiled_tape import library
+from tracked.compiled_tape import cache, library
 
 TIMEOUT = 300
 
@@ -13,6 +13,7 @@ TIMEOUT = 300
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv('TRACKED_CACHE_DIR', str(tmp_path))
+    monkeypatch.setattr(cache, '_loaded', {})       # as a new process: nothing loaded yet
     return tmp_path
 
 

@@ -74,11 +74,11 @@ class CompiledProgram:
         """``[(module name, source)]`` of the kernels this program needs."""
         return self._vm.sources()
 
-    def load(self):
-        """Load the kernels and the entry (compiling those the disk cache lacks) and bind
-        the tables."""
+    def load(self, compile=True):
+        """Load the kernels and the entry (compiling those the disk cache lacks; with
+        ``compile=False`` raising cache.CacheMiss instead) and bind the tables."""
         if self.vm is None:
-            self._vm.bind(self.arenas)
+            self._vm.bind(self.arenas, compile)
             self.vm = self._vm.fn
         return self
 
