@@ -11,6 +11,7 @@
 - firstrun.py  a compiled program's first run, compared with the NumPy replay
 - trees.py     flattening argument trees
 - backend.py   AutoCompiled, the backend of gradient(f, tr.AutoCompiled(), ...)
+- captures.py  what f reads besides its arguments: AutoCompiled's keys and tape inputs
 The compiler (docs/dev/compiler.md walks one instruction through it):
 - compiled.py  CompiledProgram: plan, arenas, entry; the general compiled call
 - plan.py      the walk over the instructions: storages, steps, fallbacks and why
