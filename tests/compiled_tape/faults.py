@@ -8,9 +8,11 @@ ends the trial, not the caller)::
 
     python faults.py build FOLDER                        compile the tape into FOLDER
     python faults.py trials TEMPLATE WORK MODE SEED ARTEFACT:FAULT ...
-    python faults.py check FOLDER                        load the tape from FOLDER
+    python faults.py check FOLDER MODE                   compile or load it from FOLDER
+    python faults.py rmdir FOLDER                        delete FOLDER while in use
+    python faults.py unwritable FOLDER ERRNO MODE        writes into FOLDER fail
 
-``trials`` and ``check`` print one JSON object per line (``run``'s).
+Each prints one JSON object per line (with ``run``'s fields).
 """
 import json
 import os
@@ -105,18 +107,36 @@ def healed(result, entry, check):
                 and check['compiled'] and check['from_cache'] and not check['warnings'])
 
 
+def failing_writes(folder, error):
+    """A stand-in for ``entries._write_bytes`` whose writes under ``folder`` fail
+    half-way with ``error`` (a full disk, a read-only file system)."""
+    from tracked.compiled_tape import entries
+    write = entries._write_bytes
+
+    def failing(path, data):
+        if str(path).startswith(str(folder)):
+            write(path, data[:len(data) // 2])
+            raise OSError(error, os.strerror(error), str(path))
+        write(path, data)
+    return failing
+
+
+def leftovers(folder):
+    """Temporary files and staging folders left under ``folder``."""
+    return [os.path.join(d, n) for d, dirs, names in os.walk(folder) for n in names + dirs
+            if n.endswith('.tmp') or os.path.basename(d) == '.staging']
+
+
 def main(argv):
     os.environ.pop('TRACKED_CACHE_DIR', None)
-    if argv[0] == 'build':
-        os.environ['TRACKED_CACHE_DIR'] = argv[1]
-        print(json.dumps(run('foreground')))
-    elif argv[0] == 'check':
-        os.environ['TRACKED_CACHE_DIR'] = argv[1]
-        print(json.dumps(run('foreground')))
-    elif argv[0] == 'trials':
-        template, work, mode, seed = argv[1:5]
+    what, args = argv[0], argv[1:]
+    if what in ('build', 'check'):
+        os.environ['TRACKED_CACHE_DIR'] = args[0]
+        print(json.dumps(run(args[1] if len(args) > 1 else 'foreground')))
+    elif what == 'trials':
+        template, work, mode, seed = args[:4]
         rng = random.Random(int(seed))
-        for n, spec in enumerate(argv[5:]):
+        for n, spec in enumerate(args[4:]):
             artefact, fault = spec.split(':')
             folder = os.path.join(work, f'{n}-{artefact}-{fault}')
             shutil.copytree(template, folder)
@@ -126,19 +146,44 @@ def main(argv):
             check = run('foreground')
             print(json.dumps({'spec': spec, 'entry': entry, 'result': result, 'check': check,
                               'healed': healed(result, entry, check)}), flush=True)
+    elif what == 'rmdir':             # compiled, deleted, then compiled again in one process
+        os.environ['TRACKED_CACHE_DIR'] = args[0]
+        first = run('foreground')
+        shutil.rmtree(args[0])
+        again = run('background')
+        print(json.dumps({'first': first, 'again': again, 'healed': all(
+            r['right'] and r['compiled'] and not r['warnings'] for r in (first, again))}))
+    elif what == 'unwritable':
+        folder, error, mode = args[0], int(args[1]), args[2]
+        os.environ['TRACKED_CACHE_DIR'] = folder
+        from tracked.compiled_tape import entries
+        entries._write_bytes = failing_writes(folder, error)
+        r = run(mode)
+        warned = len(r['warnings']) == 1 and os.strerror(error) in r['warnings'][0] \
+            and '$TRACKED_CACHE_DIR' in r['warnings'][0]
+        print(json.dumps({'result': r, 'leftovers': leftovers(folder), 'healed': bool(
+            r['right'] and r['compiled'] and warned and not leftovers(folder))}))
     else:
         raise SystemExit(__doc__)
 
 
-def python(*argv, timeout=600):
-    """Run ``faults.py argv`` in a new process with this checkout's tracked:
-    ``(returncode, [JSON objects printed], stderr)``."""
+def start(*argv):
+    """Start ``faults.py argv`` in a new process with this checkout's tracked."""
     code = (f'import sys; sys.path[:0] = [{ROOT!r}, {HERE!r}]\n'
             'import faults; faults.main(sys.argv[1:])')
-    r = subprocess.run([sys.executable, '-c', code, *argv], capture_output=True, text=True,
-                       timeout=timeout)
-    lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith('{')]
-    return r.returncode, lines, r.stderr
+    return subprocess.Popen([sys.executable, '-c', code, *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc, timeout=600):
+    """``(returncode, [JSON objects printed], stderr)`` of a process ``start`` started."""
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, [json.loads(x) for x in out.splitlines() if x.startswith('{')], err
+
+
+def python(*argv, timeout=600):
+    """Run ``faults.py argv`` in a new process: ``finish``'s result."""
+    return finish(start(*argv), timeout)
 
 
 if __name__ == '__main__':

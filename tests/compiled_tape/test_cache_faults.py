@@ -32,12 +32,6 @@ def fresh_cache(tmp_path, monkeypatch):
     return tmp_path
 
 
-def leftovers(folder):
-    """Temporary files and staging folders under ``folder``: none may stay."""
-    return [str(p) for p in folder.rglob('*') if p.name.endswith('.tmp')
-            or p.parent.name == cache.STAGING]
-
-
 def test_every_damaged_file_is_set_aside_with_a_warning_and_rebuilt(tmp_path):
     # in one other process: the tape compiled into a template, then each fault on a copy
     # of it, each followed by a load from the healed copy (faults.run)
@@ -89,24 +83,12 @@ def test_a_cache_folder_deleted_while_in_use_is_made_again(fresh_cache):
     assert _right(ct) and cache.missing(ct.compiled.sources()) == []
 
 
-def _failing(folder, error, monkeypatch):
-    """Writes of the cache under ``folder`` fail with ``error`` half-way (a full disk, a
-    read-only file system); the temporary folder's do not."""
-    write = entries._write_bytes
-
-    def failing(path, data):
-        if str(path).startswith(str(folder)):
-            write(path, data[:len(data) // 2])
-            raise OSError(error, os.strerror(error), str(path))
-        write(path, data)
-    monkeypatch.setattr(entries, '_write_bytes', failing)
-
-
 @pytest.mark.parametrize('error', [errno.ENOSPC, errno.EROFS])
 @pytest.mark.parametrize('background', [False, True])
 def test_a_folder_that_cannot_be_written_gives_one_warning_and_a_temporary_one(
         fresh_cache, monkeypatch, error, background):
-    _failing(fresh_cache, error, monkeypatch)
+    # writes into the cache fail half-way: a full disk, a read-only file system
+    monkeypatch.setattr(entries, '_write_bytes', faults.failing_writes(fresh_cache, error))
     with pytest.warns(cache.CacheWarning) as caught:
         ct = tr.compile(_tape(), background=background)
         assert ct.wait(TIMEOUT), ct.compile_error
@@ -115,7 +97,7 @@ def test_a_folder_that_cannot_be_written_gives_one_warning_and_a_temporary_one(
     text = str(w.message)
     assert cache.cache_dir() in text and os.strerror(error) in text
     assert '$TRACKED_CACHE_DIR' in text
-    assert leftovers(fresh_cache) == []
+    assert faults.leftovers(fresh_cache) == []
     assert cache._temp and cache.missing(ct.compiled.sources()) == []  # kept for this process
 
 
@@ -129,19 +111,20 @@ def test_a_full_disk_met_by_the_compiling_process_moves_to_a_temporary_folder(
     with pytest.warns(cache.CacheWarning, match='No space left.*TRACKED_CACHE_DIR'):
         ct = tr.compile(_tape())
         assert ct.wait(TIMEOUT), ct.compile_error
-    assert _right(ct) and ct.compiled is not None and leftovers(fresh_cache) == []
+    assert _right(ct) and ct.compiled is not None and faults.leftovers(fresh_cache) == []
 
 
 def test_when_no_folder_can_be_written_the_error_says_which_and_what_to_do(
         fresh_cache, monkeypatch):
-    _failing('/', errno.ENOSPC, monkeypatch)                  # every folder is full
+    # every folder is full, the temporary one too
+    monkeypatch.setattr(entries, '_write_bytes', faults.failing_writes('/', errno.ENOSPC))
     with pytest.warns(cache.CacheWarning):
         with pytest.raises(cache.CacheError, match=r'No space left.*\$TRACKED_CACHE_DIR'):
             tr.compile(_tape(), background=False)
     ct = tr.compile(_tape())                                  # in the background ...
     assert ct.wait(TIMEOUT) is False and 'No space left' in str(ct.compile_error)
     assert _right(ct)                                         # ... the NumPy replay answers
-    assert leftovers(fresh_cache) == [] and leftovers(type(fresh_cache)(cache._temp[0])) == []
+    assert faults.leftovers(fresh_cache) == [] and faults.leftovers(cache._temp[0]) == []
 
 
 def _wrong_after_loading(monkeypatch):
