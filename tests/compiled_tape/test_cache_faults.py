@@ -23,15 +23,6 @@ from . import faults
 TIMEOUT = 300
 
 
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    """An empty cache folder, seen as a new process sees it."""
-    monkeypatch.setenv('TRACKED_CACHE_DIR', str(tmp_path))
-    for name, value in (('_loaded', {}), ('_temp', []), ('_failed', {}), ('_warned', set())):
-        monkeypatch.setattr(cache, name, value)
-    return tmp_path
-
-
 def test_every_damaged_file_is_set_aside_with_a_warning_and_rebuilt(tmp_path):
     # in one other process: the tape compiled into a template, then each fault on a copy
     # of it, each followed by a load from the healed copy (faults.run)
@@ -83,8 +74,8 @@ def test_a_cache_folder_deleted_while_in_use_is_made_again(fresh_cache):
     assert _right(ct) and cache.missing(ct.compiled.sources()) == []
 
 
-@pytest.mark.parametrize('error', [errno.ENOSPC, errno.EROFS])
-@pytest.mark.parametrize('background', [False, True])
+@pytest.mark.parametrize('error, background', [(errno.ENOSPC, False), (errno.EROFS, False),
+                                               (errno.ENOSPC, True)])
 def test_a_folder_that_cannot_be_written_gives_one_warning_and_a_temporary_one(
         fresh_cache, monkeypatch, error, background):
     # writes into the cache fail half-way: a full disk, a read-only file system

@@ -29,13 +29,6 @@ def smooth(x, c):
 
 
 @pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv('TRACKED_CACHE_DIR', str(tmp_path))
-    monkeypatch.setattr(cache, '_loaded', {})       # as a new process: nothing loaded yet
-    return tmp_path
-
-
-@pytest.fixture
 def held_switch(monkeypatch):
     """The switch to the kernels waits until the test sets the returned event."""
     release = threading.Event()
