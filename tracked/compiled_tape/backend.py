@@ -9,6 +9,7 @@ bounded: past ``maxsize`` the least recently used goes.
 """
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -125,7 +126,7 @@ class AutoCompiled(ADType):
         call (and under an outer differentiation), else a replay of the signature's
         tapes, the last path taken first, recording a new one on a failed guard."""
         try:
-            code, dynamic, recipe = capture(f)
+            head, dynamic, recipe = capture(f)
             tape_args = args + (dynamic,) if dynamic else args
             leaves, treedefs = flatten_args(tape_args)
         except TrackedArgumentError:           # under an outer differentiation: eager
@@ -133,24 +134,26 @@ class AutoCompiled(ADType):
         positions = _positions(wrt, len(args))
         if positions is None:
             GradientTape(f, *args, wrt=wrt)    # raises, saying what is wrong with wrt
-        key = (code, treedefs, _specs(leaves, treedefs, positions), positions)
+            raise TypeError(f'wrt={wrt!r}: give argument positions')
+        key = (head, treedefs, _specs(leaves, treedefs, positions), positions)
         try:
             entry = self.tapes.get(key)
         except TypeError:                      # a captured value whose hash raises
             return self._eager(f, args, wrt, out)
-        if entry is not None and entry[0] is _EAGER:
-            self.tapes.move_to_end(key)
-            return self._eager(f, args, wrt, out)
         if entry is None:
             entry = self.tapes[key] = (Rebound(recipe) if dynamic else f, [])
-            if len(self.tapes) > self.maxsize:
-                self.tapes.popitem(last=False)
+            while len(self.tapes) > self.maxsize:
+                with contextlib.suppress(KeyError):     # (another thread's eviction)
+                    self.tapes.popitem(last=False)
             if wrt is None and out is None:
                 # A signature's first call is answered by the eager tape: recording costs
                 # a few eager gradients, and a signature met once needs no tape.
                 return self._eager(f, args, wrt, out)
         else:
-            self.tapes.move_to_end(key)
+            with contextlib.suppress(KeyError):         # (evicted by another thread)
+                self.tapes.move_to_end(key)
+            if entry[0] is _EAGER:
+                return self._eager(f, args, wrt, out)
         tape_out = tuple(out) + (None,) if dynamic and out is not None else out
         tapes = entry[1]
         for n, tape in enumerate(tapes):
@@ -164,7 +167,7 @@ class AutoCompiled(ADType):
         try:
             tape = GradientTape(entry[0], *tape_args, wrt=positions)
         except OuterTrackedError:              # f reaches an outer tracked value
-            del self.tapes[key]
+            self.tapes.pop(key, None)
             return self._eager(f, args, wrt, out)
         except ConversionError:
             if not dynamic:
