@@ -7,7 +7,8 @@ Two figures, each the median over interleaved rounds (``common.interleaved_us``)
 
 - overhead: a small model (a 2-16-2 classifier, 400 records in 2 shards), one
   gradient with ``tr.withgradient`` on all the records and ``td.withgradient`` on the
-  shards, and one ``td.train`` step; the difference is the cost of going through Dask.
+  shards, and one ``td.train`` step, without and with ``timeout=``; the difference is
+  the cost of going through Dask.
 - speed-up: a mixture of 6 Gaussians' negative log-likelihood on N records (``--records``,
   default 200,000) in 8 shards, one process against the workers.
 
@@ -67,6 +68,8 @@ def overhead(client, rounds):
                                                    reduce='mean'),
         'td.train, one step': lambda: td.train(client, classify, model, shards, state,
                                                reduce='mean', progress=False),
+        'the same, timeout=': lambda: td.train(client, classify, model, shards, state,
+                                               reduce='mean', progress=False, timeout=60),
     }, rounds=rounds, min_time=0.3)
     print('overhead of a step, a 2-16-2 classifier on 400 records in 2 shards:')
     for label, t in us.items():

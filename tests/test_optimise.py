@@ -354,3 +354,25 @@ def test_doctests():
     from tracked import optimise
     result = doctest.testmod(optimise, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize('rule', [tr.Adam(0.1), tr.AdamW(0.1, decay=0.1), tr.Momentum(0.1)])
+def test_a_state_made_for_another_model_changes_nothing(rule):
+    # train stepped the first layer, then failed on the second with a broadcasting error
+    model = nn.Chain(nn.Dense(2, 4, rng=1), nn.Dense(4, 2, rng=2))
+    state = tr.setup(rule, nn.Chain(nn.Dense(2, 4, rng=1), nn.Dense(4, 3, rng=2)))
+    before = tr.fmap(np.copy, model)
+    state_before = [np.copy(a) for a in tr.tree_util.leaves(
+        [leaf.state for leaf in tr.tree_util.leaves(state, lambda s: isinstance(s, OptLeaf))])]
+    x, y = np.ones((3, 2)), np.array([0, 1, 1])
+    loss = lambda m, x, y: tr.logitcrossentropy(m(x), y)                  # noqa: E731
+    with pytest.raises(ValueError, match=r'optimiser state of shape \(3, 4\)'):
+        tr.train(loss, model, [(x, y)], state, progress=False)
+    with pytest.raises(ValueError, match=r'optimiser state of shape \(3, 4\)'):
+        tr.update(state, model, tr.gradient(loss, model, x, y)[0])
+    for a, b in zip(tr.tree_util.leaves(model), tr.tree_util.leaves(before)):
+        np.testing.assert_array_equal(a, b)
+    state_after = [np.copy(a) for a in tr.tree_util.leaves(
+        [leaf.state for leaf in tr.tree_util.leaves(state, lambda s: isinstance(s, OptLeaf))])]
+    for a, b in zip(state_after, state_before):
+        np.testing.assert_array_equal(a, b)                  # moments and step counts too

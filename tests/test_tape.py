@@ -507,6 +507,11 @@ def test_entries_save_only_what_their_pullbacks_read():
     prim = Primitive(lambda a, s: a * 1.0, [lambda g, ans, a, s: g * np.ones(np.shape(s)), None])
     y = apply(prim, (x, [1.0, 2.0]), {})
     assert y._node.args == (None, [1.0, 2.0])
+    # one pullback reads b's value, the other only its shape: b is kept whole
+    both = Primitive(lambda a, b: a * b, [lambda g, ans, a, b: g * b,
+                                          lambda g, ans, a, b: g * np.ones(np.shape(b))])
+    z = apply(both, (x, other), {})
+    assert z._node.args[1] is x0
     # the same operations, checked against finite differences to second order
     assert tr.gradcheck(lambda a, b: np.sum(a * 3.0 + np.sin(a) + np.exp(a) + (a - b)
                                             + a ** b + a ** 2) + np.sum(a),

@@ -11,13 +11,15 @@ import pytest
 # also where tracked.numpy wraps them to accept lists: their __wrapped__ is NumPy's;
 # tracked.numpy.linalg, .fft and .random hold only such names).
 PUBLIC = ['tracked', 'tracked.nn', 'tracked.optimise', 'tracked.tree_util', 'tracked.numpy',
-          'tracked.autograd',
+          'tracked.autograd', 'tracked.autograd.extend', 'tracked.autograd.test_util',
+          'tracked.autograd.misc.optimizers', 'tracked.autograd.scipy.signal',
           'tracked.testing', 'tracked.distributed', 'tracked.scipy.special',
           'tracked.scipy.stats', 'tracked.scipy.linalg', 'tracked.scipy.signal',
-          'tracked.scipy.integrate']
+          'tracked.scipy.integrate', 'tracked.scipy.sparse', 'tracked.scipy.sparse.linalg']
 OPTIONAL = {'tracked.distributed': 'dask', 'tracked.scipy.special': 'scipy',
             'tracked.scipy.stats': 'scipy', 'tracked.scipy.linalg': 'scipy',
-            'tracked.scipy.signal': 'scipy', 'tracked.scipy.integrate': 'scipy'}
+            'tracked.scipy.signal': 'scipy', 'tracked.scipy.integrate': 'scipy',
+            'tracked.scipy.sparse': 'scipy', 'tracked.scipy.sparse.linalg': 'scipy'}
 # Methods of a public class that are part of its interface besides the public names.
 DUNDERS = ('__init__', '__call__')
 

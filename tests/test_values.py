@@ -418,14 +418,16 @@ def test_inplace_on_an_intermediate_is_recorded():
     np.testing.assert_array_equal(x.grad, 8 * x.data)
 
 
-def test_inplace_on_a_view_is_refused():
+def test_inplace_on_a_view_changes_its_base_as_numpy():
     x = tr.param(np.arange(4.0))
     y = x * 1.0
     v = y[1:]
-    with pytest.raises(ValueError, match='view'):
-        y += 1.0
-    with pytest.raises(ValueError, match='view'):
-        v += 1.0
+    y += 1.0
+    v += 1.0
+    np.testing.assert_array_equal(tr.data(y), [1.0, 3.0, 4.0, 5.0])
+    np.testing.assert_array_equal(tr.data(v), [3.0, 4.0, 5.0])
+    tr.back(np.sum(y * v[0]))
+    np.testing.assert_array_equal(x.grad, [3.0, 16.0, 3.0, 3.0])
 
 
 # --------------------------------------------------------------------------

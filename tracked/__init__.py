@@ -7,6 +7,7 @@ except _metadata.PackageNotFoundError:      # imported from a source tree, not i
     __version__ = '0+unknown'
 
 from .values import TrackedArray, TrackedReal, back
+from . import values as _values, views as _views
 from . import rules  # noqa: F401  (fills the registry)
 from . import api  # noqa: F401
 from .api import gradient, withgradient, pullback  # noqa: F401
@@ -29,6 +30,8 @@ from .duplicated import Duplicated, Const  # noqa: F401
 from . import show  # noqa: F401  (print(layer) lists the model Flux's way)
 from . import optimise  # noqa: F401
 from .optimise import Descent, Momentum, Adam, AdamW, setup, update, train  # noqa: F401
+
+_values.register_views(_views.note, _views.write)   # NumPy's aliasing for the boxes
 
 __all__ = [
     # tracked values (Tracker style)

@@ -251,9 +251,9 @@ def first_output(y):
     return y, 1.0
 
 
-def check_scalar(v, who):
-    """``check_scalar(v, who)``: raise a ``ValueError`` naming ``who`` unless ``v`` is a
-    real scalar.
+def check_scalar(v, who, jacobian='jacobian(f, ...)'):
+    """``check_scalar(v, who, jacobian='jacobian(f, ...)')``: raise a ``ValueError`` naming
+    ``who`` unless ``v`` is a real scalar; the message points to ``jacobian`` for arrays.
 
     >>> import numpy as np, tracked as tr
     >>> tr.arguments.check_scalar(np.ones(3), 'gradient')
@@ -270,11 +270,11 @@ def check_scalar(v, who):
     if shape is None:
         raise ValueError(f'{who} needs f to return a real scalar (or a tuple, named tuple '
                          f'or dict whose first element is one); f returned '
-                         f'{type(v).__name__}. Use jacobian(f, ...) or pullback(f, ...) '
+                         f'{type(v).__name__}. Use {jacobian} or pullback(f, ...) '
                          f'for other outputs.')
     if shape != () or kind is None or kind not in 'fiu':
         what = f'an array of shape {shape}' if shape != () else \
             f'a value of dtype {getattr(v, "dtype", None)}'
         raise ValueError(f'{who} needs f to return a real scalar; f returned {what}. '
-                         f'Use jacobian(f, ...) for the derivative of every output, or '
+                         f'Use {jacobian} for the derivative of every output, or '
                          f'pullback(f, ...) to weight the outputs with a cotangent.')

@@ -1,7 +1,7 @@
 """Custom rules and control of differentiation: ``rule``, ``ignore_derivatives``,
 ``non_differentiable``, ``checkpoint``.
 
-A custom rule or a checkpoint is one tape entry: a ``Primitive(direct=True)`` whose
+A custom rule is one tape entry: a ``Primitive(direct=True)`` whose
 forward gets the arguments tracked at lower (outer) levels as they are, so the
 pullback it produces closes over them and is itself differentiable there (that is
 what nests).  The per-call pullback travels in a ``_Call`` object passed as the
@@ -12,19 +12,23 @@ once per backward step, and a replayed tape that re-runs the forward refreshes i
 Opaque rules.  A forward that cannot run on tracked values (SciPy, ``math``, a C
 extension) is called on plain values instead, at every lower level, as the
 primitive ``name[opaque]`` whose pullback is the user's: first order is exact at
-every level.  Its backward step is the primitive ``name[opaque].pullback[i]``
-(the user's pullback on the plain cotangent), so a recorded tape holds one opaque
-forward and one opaque pullback instruction that call the user's function again
-on replay.  Differentiating the pullback in its cotangent (it is linear there)
-traces the pullback at run time (``.pullback[i].T``); differentiating it in the
-input is impossible, and a guard entry (``_poisoned``) raises if a backward pass
-needs it.
+every level.  Where an argument is differentiated at a level, the pullback is
+rebuilt over that level's arguments and output (``rebind.py``) and run with NumPy
+operations the lower levels record: higher orders are exact too (autograd's
+level-by-level primitive).  Otherwise its backward step is the primitive
+``name[opaque].pullback[i]`` (the user's pullback on the plain cotangent), so a
+recorded tape holds one opaque forward and one opaque pullback instruction that
+call the user's function again on replay.  Differentiating that pullback in its
+cotangent (it is linear there) traces it at run time (``.pullback[i].T``);
+differentiating it in the input is impossible then, and a guard entry
+(``_poisoned``) raises, naming why, if a backward pass needs it.
 """
 from __future__ import annotations
 
 import functools
 import sys
 import types
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar, overload
 
@@ -33,10 +37,11 @@ import numpy as np
 from . import tape as _tape
 from . import values as _values
 from .registry import Primitive
+from .rebind import RebindError, rebind
 from .reverse import vjp
-from .tape import pause_recording, active_recorder
-from .tree_util import TreeDef, flatten, is_node, leaves, tree_map, unflatten
-from .values import Tracked, apply, plain
+from .tape import Dropped, pause_recording, active_recorder
+from .tree_util import is_node, leaves, tree_map
+from .values import Tracked, apply, leaf_root, plain
 
 __all__ = ['rule', 'ignore_derivatives', 'non_differentiable', 'checkpoint']
 
@@ -44,12 +49,14 @@ __all__ = ['rule', 'ignore_derivatives', 'non_differentiable', 'checkpoint']
 class _Call:
     """The state of one call of a custom rule: its pullback and the last cotangents."""
 
-    __slots__ = ('pullback', 'g', 'cts')
+    __slots__ = ('pullback', 'g', 'cts', 'seen', 'rebound')
 
     def __init__(self) -> None:
         self.pullback: Any = None       # the rule's pullback, once its forward ran
         self.g: Any = None
         self.cts: Any = None
+        self.seen: Any = None           # (args, raw value) the forward ran on: plain
+        self.rebound: Any = None        # {level: rebuilt pullback or RebindError} (rebind.py)
 
     def __reduce__(self):          # per-call state: a replay of the forward refreshes it
         return _Call, ()
@@ -124,7 +131,7 @@ def _primitive(forward, nargs, name, cache, rule_forward=None, jvp=None):
             forward, [_position_vjp(i, rule_forward) for i in range(nargs)],
             name=name, direct=True, sequences=range(nargs),   # the user's arguments as given
             jvp=None if getattr(rule_forward, 'jvp', None) is None else _user_jvp(rule_forward.jvp))
-        # pickles as this lookup: the rule's function by reference, or the checkpoint's
+        # pickles as this lookup: the rule's function by reference
         prim.ref = (_rule_primitive, (rule_forward, nargs))
     return prim
 
@@ -139,9 +146,7 @@ def _user_jvp(jvp):
 
 def _rule_primitive(forward, key):
     """The primitive of rule ``forward`` for ``key`` (its number of arguments, or an
-    opaque entry's key: ``RuleForward._prim``); a checkpoint's if ``forward`` is None."""
-    if forward is None:
-        return _primitive(_checkpoint_forward, key, 'checkpoint', _checkpoint_cache)
+    opaque entry's key: ``RuleForward._prim``)."""
     if type(key) is int:
         return _primitive(forward, key, forward.name, forward.prims, forward)
     return forward._prim(key)
@@ -181,9 +186,10 @@ class RuleForward:
     value, or the rule is ``opaque``, the call becomes opaque (module docstring).
     """
 
-    __slots__ = ('function', 'name', 'always_opaque', 'prims', 'jvp')
+    __slots__ = ('function', 'name', 'always_opaque', 'prims', 'jvp', 'why')
 
     def __init__(self, function, name=None, opaque=False, jvp=None):
+        self.why = None      # why the last opaque pullback could not be rebuilt (rebind.py)
         self.function = function
         self.name = name or getattr(function, '__name__', 'rule')
         self.always_opaque = opaque
@@ -209,6 +215,7 @@ class RuleForward:
         y, pb = self._split(self.function(*args, **kwargs))
         _state.pullback = pb
         _state.g = _state.cts = None     # a replay may reuse a cotangent buffer
+        _state.seen, _state.rebound = (args, y), None
         return _as_output(y, self.function.__name__)
 
     def _on_tracked(self, args, state, kwargs):
@@ -287,6 +294,10 @@ def _opaque_vjp(forward, i):
 def _opaque_cotangent(forward, inner, i, g, y, args):
     """Cotangent ``i`` of an opaque call with output ``y`` (seen at this level)."""
     nargs = len(args)
+    if _differentiated(args):
+        cts = _rebound_cotangents(forward, inner, g, y, args)
+        if cts is not None:
+            return cts[i]
     ct = inner.cotangents(plain(g), nargs)[i]
     if ct is None:
         return None
@@ -298,6 +309,58 @@ def _opaque_cotangent(forward, inner, i, g, y, args):
         kw = {'_state': inner, '_shape': np.shape(ct), '_dtype': ct.dtype}
         ct = apply(forward._prim(('pb', nargs, i)), (g, y), kw)
     return _poisoned(forward, ct, args)
+
+
+def _differentiated(args):
+    """Whether an argument is tracked at a level that is differentiated (not a
+    recording's own)."""
+    rec = _recording()
+    floor = -1 if rec is None else rec.level
+    return any(isinstance(a, Tracked) and a._node.level > floor for a in args)
+
+
+def _rebound_cotangents(forward, inner, g, y, args):
+    """The cotangents of an opaque call from its pullback rebuilt over this level's
+    ``args`` and ``y`` (rebind.py), computed with NumPy operations that the lower levels
+    record: autograd's level-by-level primitive.  None when it cannot be (the reason is
+    kept for the second-order error)."""
+    if inner.seen is None:
+        return None
+    level = max(a._node.level for a in args if isinstance(a, Tracked))
+    made = inner.rebound if inner.rebound is not None else {}
+    inner.rebound = made
+    key = (level, id(g))
+    hit = made.get(key)
+    if hit is None:
+        fn = made.get(level)
+        if fn is None:
+            seen_args, seen_y = inner.seen
+            pairs = list(zip(seen_args, args)) + [(seen_y, y)]
+            try:
+                fn = rebind(inner.pullback, forward.function, pairs)
+            except RebindError as e:
+                fn = e
+            made[level] = fn
+        if isinstance(fn, RebindError):
+            forward.why = str(fn)
+            return None
+        mark = _guard_mark()
+        try:
+            cts = fn(g)
+        except Exception as e:          # the pullback is opaque too
+            _rollback_guards(mark)
+            forward.why = (f'its pullback could not run on tracked values '
+                           f'({type(e).__name__}: {e})')
+            made[level] = RebindError(forward.why)
+            return None
+        if not isinstance(cts, (tuple, list)):
+            cts = (cts,)
+        if len(cts) != len(args):
+            raise ValueError(f'a custom pullback returned {len(cts)} cotangents for '
+                             f'{len(args)} arguments; return one per positional argument '
+                             f'(None for those without a gradient)')
+        hit = made[key] = (g, tuple(cts))   # g kept alive: its id stays its own
+    return hit[1]
 
 
 def _poisoned(forward, ct, args):
@@ -377,8 +440,8 @@ class _PoisonVjps:
     """Pullbacks of the second-order guard: identity for the cotangent, an error for
     each input."""
 
-    def __init__(self, name):
-        self.name = name
+    def __init__(self, forward):
+        self.forward = forward
 
     def __len__(self):
         return 1 << 62
@@ -387,14 +450,16 @@ class _PoisonVjps:
         return _identity_vjp if i == 0 else self._refuse
 
     def _refuse(self, g, ans, *args, **kwargs):
+        f = self.forward
+        why = f.why or ('it is marked opaque' if f.always_opaque else
+                        'its forward and pullback ran on plain values')
         raise TypeError(
-            f'second derivatives through @tr.rule {self.name} need its forward to be written '
-            f'with NumPy operations: it ran on plain values (its forward or pullback could '
-            f'not run on tracked values, or it is marked opaque), so how its pullback '
-            f'depends on its input is unknown. Write the forward and pullback with NumPy '
-            f'operations that tracked can trace to differentiate through it twice (for '
-            f'forward mode inside a gradient, a jvp= written with NumPy operations is '
-            f'enough: @tr.rule(jvp=...)).')
+            f'second derivatives through @tr.rule {f.name} need its pullback written with '
+            f'NumPy operations on its arguments, its output and dy: {why}. Its forward may '
+            f'call anything (it runs on plain values); the pullback is then rebuilt over '
+            f'the tracked arguments and output. First derivatives are exact: '
+            f'tr.gradcheck(f, *args, order=1) checks them alone. For forward mode inside a '
+            f'gradient, a jvp= written with NumPy operations is enough: @tr.rule(jvp=...).')
 
 
 def _poison_fn(forward):
@@ -436,7 +501,7 @@ def _make_opaque_prim(forward, key):
                          name=f'{name}[opaque].pullback[{i}].T')
     prim = Primitive(_poison_fn(forward), (), name=f'{name}[opaque] (second order)',
                      direct=True)
-    prim.vjps = _PoisonVjps(name)        # Primitive() would turn a sequence into a tuple
+    prim.vjps = _PoisonVjps(forward)     # Primitive() would turn a sequence into a tuple
     return prim
 
 
@@ -486,11 +551,12 @@ def rule(fn: RuleFunction | None = None, *, opaque: bool = False,
     attempt: for a costly forward, one with side effects, or one that reads part of
     its input with ``float``).  A recorded or compiled tape calls ``fn`` and its
     pullback again on every replay (instructions ``name[opaque]`` and
-    ``name[opaque].pullback[i]``).  Under nesting an opaque rule is differentiable in
-    its pullback's cotangent ``dy`` when the pullback is written with NumPy
-    operations on ``dy`` (``jvp``; outer variables that reach it only through
-    ``dy``), but not in its input: a second derivative that needs that raises a
-    ``TypeError`` saying the forward must be written with NumPy operations.
+    ``name[opaque].pullback[i]``).  Under nesting an opaque rule's pullback is
+    rebuilt over each level's tracked arguments and output (``tracked/rebind.py``, as
+    autograd applies a primitive level by level), so a pullback written with NumPy
+    operations gives higher derivatives although the forward is never traced; one
+    that reads other values the forward computed, or cannot run on tracked values,
+    gives a ``TypeError`` naming the cause when a second derivative needs it.
 
     Forward mode (``tr.jvp``, forward-mode Jacobians and Hessians) gets the rule's
     tangent from its pullback by the double-vjp trick, or, faster, from ``jvp=``: a
@@ -604,75 +670,176 @@ def _untracked_arg(a: Any) -> Any:
 # --------------------------------------------------------------------------
 # Checkpointing
 # --------------------------------------------------------------------------
+# ``f`` is recorded as it runs without checkpoint, so every derivative is that of
+# ``f(*args)`` by construction (what it closes over, nesting, forward mode); only the
+# values its entries saved are dropped, and a backward pass that needs them runs ``f``
+# again and takes them from that run's entries, matched in recording order (PyTorch's
+# non-reentrant checkpoint).  Rejected: one tape entry whose forward ran ``f`` on the
+# values of its arguments (what this was), which lost what ``f`` closes over; and
+# detecting closures to fall back to ``f(*args)``, which gave up the memory saving in
+# the commonest case, a layer closing over its weights.
 
-class _CheckpointForward:
-    """Forward of a checkpoint: ``f`` on the values, recorded at no level of this call."""
+class _Region(Dropped):
+    """The entries one ``checkpoint`` call recorded, whose saved values it dropped."""
 
-    __slots__ = ()
+    __slots__ = ('f', 'args', 'depth', 'outputs', 'entries')
 
-    def __call__(self, *vals, _f, _state):
-        _state.pullback = _recompute(vjp, _f, vals)
-        _state.g = _state.cts = None
-        return _as_output(_f(*vals), getattr(_f, '__name__', 'f'))
+    def __init__(self, f, args, depth, out, entries, start):
+        self.f, self.args, self.depth = f, args, depth
+        self.outputs = [_fingerprint(plain(t)) for t in _tracked_leaves(out)]
+        # weakly: an entry holds its region, and must die with the values using it
+        self.entries = {level: [weakref.ref(n) for n in nodes] for level, nodes in entries.items()}
+        for nodes in entries.values():
+            for n in nodes:
+                n.args = n.ans = None
+                n.kwargs = self
+                # What a recomputation reads must not change meanwhile, as a saved value
+                # must not (tape.py): the values of leaves from outside f stay read-only;
+                # the rest (f's own arrays) is let go.
+                _tape.unprotect(n)
+                roots = [leaf_root(p) for _, p in n.parents if p.seq < start]
+                _tape.protect(n, [a for a in roots if a is not None])
+
+    def recompute(self, level):
+        state = _tape.thread_state
+        depth = getattr(state, 'depth', 0)
+        state.depth = self.depth        # differentiating() as f saw it (layers' modes)
+        start = next(_tape.sequence)
+        try:
+            out = self.f(*self.args)
+        finally:
+            state.depth = depth
+        new = _entries(out, start).get(level, [])
+        old = self.entries[level]
+        outputs = [_fingerprint(plain(t)) for t in _tracked_leaves(out)]
+        if len(new) != len(old) or len(outputs) != len(self.outputs) or not all(
+                map(_same, self.outputs, outputs)):
+            raise RuntimeError(_NOT_AGAIN)
+        saved = {}
+        for ref, twin in zip(old, new):
+            n = ref()
+            if n is not None:
+                if n.prim is not twin.prim or n.shape != twin.shape:
+                    raise RuntimeError(_NOT_AGAIN)
+                saved[n] = (twin.args, twin.kwargs, twin.ans)
+        return saved
 
 
-def _recompute(vjp, f, vals):
-    def pullback(g):
-        return vjp(f, *vals)[1](g)      # runs f again, now recording, then its backward
-    return pullback
+_NOT_AGAIN = ('tr.checkpoint: f computed something else when it ran again in the backward '
+              'pass (it draws random numbers, or reads a value that changed since); its '
+              'gradient would be wrong. Make f a function of its arguments and what it '
+              'closes over, or do not checkpoint it.')
 
 
-_checkpoint_forward = _CheckpointForward()
-_checkpoint_cache: dict[Any, Primitive] = {}
+def _fingerprint(v):
+    """A few numbers of array ``v`` that change when it does (a sample, its sum and
+    squared norm), to compare with a recomputation: keeping ``v`` itself would hold an
+    array the checkpoint frees."""
+    a = np.ravel(v)
+    return np.shape(v), a[::max(1, a.size // 16)].copy(), np.sum(a), np.vdot(a, a).real
+
+
+def _same(old, new):
+    """Whether fingerprint ``new`` is of ``old``'s array computed again: close, not equal
+    (a BLAS may round differently on differently aligned memory)."""
+    shape, sample, total, squares = old
+    if new[0] != shape:
+        return False
+    norm = np.sqrt(squares) if np.isfinite(squares) else 0.0    # (inf, nan: relative)
+    return bool(np.allclose(new[1], sample, rtol=1e-6, atol=1e-6 * norm, equal_nan=True)
+                and np.allclose(new[2:], (total, squares), rtol=1e-6,
+                                atol=1e-6 * norm * np.sqrt(np.prod(shape)), equal_nan=True))
+
+
+def _tracked_leaves(out):
+    return [out] if isinstance(out, Tracked) else leaves(out, _is_tracked)
+
+
+def _entries(out, start):
+    """The non-leaf entries recorded after number ``start`` that ``out`` depends on, per
+    level, in recording order: at every level of each tracked value in ``out`` (a dual's
+    tangent too), except those a checkpoint inside already dropped."""
+    todo = _tracked_leaves(out)
+    found: list[_tape.Node] = []
+    for t in todo:              # grows while it is walked
+        if isinstance(t, Tracked):
+            node = t._node
+            if type(node) is _tape.Node and node.seq > start:
+                found.append(node)
+            todo.append(t._value)
+            if t._forward:
+                todo.append(t._tangent)  # type: ignore[attr-defined]  # a Dual
+    seen = set(found)
+    for node in found:          # grows while it is walked
+        for _, parent in node.parents:
+            if parent.seq > start and parent not in seen:
+                seen.add(parent)
+                found.append(parent)
+    entries: dict[int, list[_tape.Node]] = {}
+    for node in sorted(seen, key=_seq):
+        if node.prim is not None and not isinstance(node.kwargs, Dropped):
+            entries.setdefault(node.level, []).append(node)
+    return entries
+
+
+def _seq(node):
+    return node.seq
+
+
+def _snapshot(args):
+    """``args`` with each tracked value in a new box of its entry and value (one box for
+    one value), to run ``f`` again on: an in-place write in ``f`` (``a[0] = y``)
+    re-points the box written to, which must not change what a recomputation starts from."""
+    boxes: dict[int, Any] = {}
+
+    def rebox(t):
+        new = boxes.get(id(t))
+        if new is None:
+            new = boxes[id(t)] = t if isinstance(t, int) else _rebox(t)   # an int is immutable
+        return new
+    return tuple(rebox(a) if isinstance(a, Tracked) else
+                 tree_map(rebox, a, is_leaf=_is_tracked) if is_node(a) and
+                 leaves(a, _is_tracked) else a for a in args)
+
+
+def _rebox(t):
+    new = object.__new__(type(t))
+    new._node, new._value = t._node, t._value
+    if t._forward:
+        new._tangent = t._tangent
+    return new
 
 
 def checkpoint(f: Callable[..., Any], *args: Any) -> Any:
-    """``checkpoint(f, *args)``: ``f(*args)``, recomputed in the backward pass instead of
-    keeping its intermediates (one tape entry; ``f`` returns one array).
+    """``checkpoint(f, *args)``: ``f(*args)``, whose intermediate values are not kept for
+    the backward pass but recomputed (``f`` runs again) when it needs them.
+
+    Every derivative is that of ``f(*args)``, for the arguments and for what ``f``
+    closes over (weights of a layer, say), nested, in forward mode and on recorded
+    tapes: ``f`` is recorded as usual, and only the values its entries saved are
+    dropped.  The backward pass runs ``f`` again on the same arguments and takes the
+    values from the entries of that run, matched in recording order; ``f`` must
+    compute the same thing again (a ``RuntimeError`` says so when its output differs,
+    say it draws random numbers).  What stays in memory is ``args``, what ``f`` closes
+    over, and its tape entries without their arrays.  A ``GradientTape`` keeps every
+    buffer anyway: while one records, ``checkpoint`` is ``f(*args)``.
 
     >>> import numpy as np, tracked as tr
-    >>> f = lambda x: np.sum(np.sin(x) ** 2)
-    >>> tr.gradient(lambda x: tr.checkpoint(f, x), np.array([0.5, 1.0]))[0]
-    array([0.84147098, 0.90929743])
+    >>> def loss(W, x):
+    ...     layer = lambda h: np.tanh(W @ h)          # closes over W
+    ...     return np.sum(tr.checkpoint(layer, tr.checkpoint(layer, x)) ** 2)
+    >>> W, x = np.array([[1.0, -0.5], [0.3, 0.2]]), np.array([0.5, 1.0])
+    >>> tr.gradient(loss, W, x)[0]
+    array([[-0.14193274, -0.39284709],
+           [ 0.08369316,  0.21237365]])
     """
-    if not _any_tracked(args):
-        if not any(is_node(a) and leaves(a, _is_tracked) for a in args):
-            return f(*args)
-    flat, rebuild = _flatten_tracked(args)
-
-    def f_flat(*vals: Any) -> Any:
-        return f(*rebuild(vals))
-    f_flat.__name__ = getattr(f, '__name__', 'f')
-    prim = _primitive(_checkpoint_forward, len(flat), 'checkpoint', _checkpoint_cache)
-    return apply(prim, flat, {'_f': f_flat, '_state': _Call()})
-
-
-def _flatten_tracked(args: Sequence[Any]) -> tuple[list[Any], Callable[[Sequence[Any]], list[Any]]]:
-    """Tracked leaves of ``args`` (positional arguments of the entry) and the way back."""
-    flat: list[Any] = []
-    defs: list[TreeDef | None] = []    # per argument: its TreeDef, or None (kept as is)
-    for a in args:
-        if isinstance(a, Tracked):
-            flat.append(a)
-            defs.append(None)
-        elif is_node(a):
-            ls, d = flatten(a, _is_tracked)
-            flat.extend(ls)
-            defs.append(d)
-        else:
-            defs.append(None)
-
-    def rebuild(vals: Sequence[Any]) -> list[Any]:
-        out: list[Any] = []
-        pos = 0
-        for a, d in zip(args, defs):
-            if isinstance(a, Tracked):
-                out.append(vals[pos])
-                pos += 1
-            elif d is not None:
-                out.append(unflatten(d, vals[pos:pos + d.num_leaves]))
-                pos += d.num_leaves
-            else:
-                out.append(a)
-        return out
-    return flat, rebuild
+    if _recording() is not None:
+        return f(*args)
+    saved = _snapshot(args)
+    depth = getattr(_tape.thread_state, 'depth', 0)
+    start = next(_tape.sequence)
+    out = f(*args)
+    entries = _entries(out, start)
+    if entries:
+        _Region(f, saved, depth, out, entries, start)
+    return out

@@ -7,7 +7,10 @@ them up in a fixed order (the result does not depend on which worker finishes
 first; many parts are summed on the workers first); ``train`` runs
 ``tr.train``'s loop -- the same optimisers, the same progress bar -- on such
 gradients, one step per pass over all the shards.  Dask does the scheduling, the
-data placement and the recovery: a task whose worker dies is run again elsewhere.
+data placement and the recovery: a task whose worker dies is run again on any live
+worker, even when every worker died and the nanny started new ones; a task that kills
+every worker it runs on (Dask's ``distributed.scheduler.allowed-failures`` + 1 of them)
+raises ``ShardError``, and ``timeout=`` bounds a step.
 
 Shards are given as a sequence (each shard a tuple of arguments, or one array), as
 futures of such shards, as a ``dask.array`` (or a tuple of them: the blocks along
@@ -34,7 +37,8 @@ try:
     import dask
     import dask.array
     import dask.bag
-    from distributed import Future
+    from distributed import CancelledError, Future, KilledWorker, as_completed
+    from distributed import TimeoutError as DaskTimeout    # asyncio's on Python 3.10
 except ImportError as e:            # an optional extra: say which, not just "no module"
     raise ImportError(
         f"tracked.distributed needs Dask's distributed scheduler, an optional extra: "
@@ -49,11 +53,17 @@ from .optimise import train as _train
 from .tree_util import flatten, follow, leaves
 from .values import Tracked, plain
 
-__all__ = ['withgradient', 'train', 'place', 'Placed', 'ShardError']
+__all__ = ['withgradient', 'train', 'place', 'Placed', 'ShardError', 'StepTimeoutError']
 
 
 class ShardError(RuntimeError):
-    """A shard's loss or gradient failed on its worker; the message names the shard."""
+    """A shard's loss or gradient failed on its worker, killed every worker that ran it,
+    or its data was lost; the message names the shard."""
+
+
+class StepTimeoutError(TimeoutError):
+    """A step of ``train``, or a ``withgradient`` call, did not finish within its
+    ``timeout=``; the message names the step and the timeout."""
 
 
 # --------------------------------------------------------------------------
@@ -66,8 +76,9 @@ def place(client: Any, shards: Any) -> Any:
 
     In-memory shards are grouped, in order, into one future per worker thread (one
     task per thread and step, next to its data); their data travels inside the
-    tasks, so Dask can recompute a future whose worker died (``client.scatter``'s
-    could not).  Futures and dask collections keep their own granularity.
+    tasks, so Dask can recompute a future whose worker died, on any live worker
+    (``client.scatter``'s could not).  Futures and dask collections keep their own
+    granularity.
 
     >>> import numpy as np, tracked.distributed as td
     >>> from dask.distributed import Client
@@ -86,7 +97,7 @@ class Placed:
         self.parts = parts
 
     def __repr__(self) -> Any:
-        n = sum(len(p.names) if type(p.names) is tuple else 1 for p in self.parts)
+        n = sum(len(p.labels()) for p in self.parts)
         bag = any(type(p.names) is str for p in self.parts)
         return (f'<{n} {"partitions" if bag else "shards"} in {len(self.parts)} futures '
                 f'on the cluster>')
@@ -100,6 +111,10 @@ class _Part:
 
     def __init__(self, future: Any, many: Any, names: Any) -> None:
         self.future, self.many, self.names = future, many, names
+
+    def labels(self) -> tuple[str, ...]:
+        """What it holds, for messages: its shards' names, or a partition's."""
+        return self.names if type(self.names) is tuple else (f'an item of {self.names}',)
 
 
 def _placed(client: Any, shards: Any) -> Any:
@@ -126,20 +141,24 @@ def _placed(client: Any, shards: Any) -> Any:
     # One group per worker thread: a task per shard and step would cost a scheduler
     # round trip each, more than a small shard's gradient.  The groups are fixed
     # here, so every step sums in the same order.  The data goes inside its task
-    # (not client.scatter): Dask can recompute it if its worker dies.
-    slots = [w for w, n in client.nthreads().items() for _ in range(n)] or [None] * len(local)
-    k = min(len(slots), len(local))
+    # (not client.scatter): Dask can recompute it if its worker dies.  No workers=,
+    # even with allow_other_workers=True: a restricted task left waiting when all its
+    # workers died is never given to the workers started later (distributed 2026.8),
+    # so the step would wait forever; the scheduler spreads new tasks over the least
+    # busy workers anyway.
+    k = min(sum(client.nthreads().values()) or len(local), len(local))
     token = uuid.uuid4().hex[:12]
     for g in range(k):
         members = local[g * len(local) // k:(g + 1) * len(local) // k]
-        future = client.submit(_shards, [s for _, s in members], workers=slots[g],
-                               allow_other_workers=True, key=f'tracked-shards-{g}-{token}')
+        future = client.submit(_same, [s for _, s in members],
+                               key=f'tracked-shards-{g}-{token}')
         parts.append(_Part(future, True, tuple(f'shard {i}' for i, _ in members)))
     return parts
 
 
-def _shards(shards: Any) -> Any:
-    return shards
+def _same(x: Any) -> Any:
+    """The task that holds ``x`` on a worker, recomputable from its own arguments."""
+    return x
 
 
 def _blocks(arrays: Any) -> Any:
@@ -297,30 +316,74 @@ _FAN_IN = 8                 # parts added by one task of the summation tree
 _INLINE_BYTES = 4 << 20     # a model this size, times the tasks, travels inside them
 
 
-def _gradient(client: Any, loss: Any, model: Any, parts: Any, reduce: Any) -> Any:
+def _gradient(client: Any, loss: Any, model: Any, parts: Any, reduce: Any,
+              timeout: Any = None, where: str = 'td.withgradient') -> Any:
     """The value and gradient over all ``parts`` for ``model`` (``loss``: a ``_Loss`` or
     its future): one task per part, a summation tree on the workers if there are many,
-    one result to the client."""
+    one result to the client.  ``where`` starts the messages of errors."""
     token = uuid.uuid4().hex[:12]
-    # A small model goes inside the tasks; a large one to each worker once (the same
-    # bytes, but one more round trip through the scheduler).
+    # A small model goes inside the tasks; a large one in a task of its own, which the
+    # others fetch (the same bytes, but one more round trip through the scheduler).
     sent = model
     if sum(getattr(x, 'nbytes', 8) for x in flatten(model)[0]) * len(parts) > _INLINE_BYTES:
-        sent = client.scatter([model], broadcast=True, hash=False)[0]
-    level = [client.submit(_gradient_part, loss, sent, p.future, p.many,
-                           p.names, reduce, key=f'tracked-gradient-{i}-{token}')
-             for i, p in enumerate(parts)]
+        sent = client.submit(_same, model, key=f'tracked-model-{token}')
+    level = tasks = [client.submit(_gradient_part, loss, sent, p.future, p.many, p.names,
+                                   reduce, key=f'tracked-gradient-{i}-{token}')
+                     for i, p in enumerate(parts)]
     count = itertools.count()
     while len(level) > _FAN_IN:  # in shard order: the sum does not depend on timing
         level = [client.submit(_sum, *level[i:i + _FAN_IN],
                                key=f'tracked-sum-{next(count)}-{token}')
                  for i in range(0, len(level), _FAN_IN)]
-    value, flat, records, sigs = _sum(*client.gather(level))
+    value, flat, records, sigs = _sum(*_gather(client, level, timeout, where, parts, tasks))
     _check_signatures(sigs)
     if reduce == 'mean':
         value = value / records
         flat = [None if g is None else g / records for g in flat]
     return value, Args((model,)).gradients(flat)[0]
+
+
+def _gather(client: Any, futures: Any, timeout: Any, where: str, parts: Any,
+            tasks: Any) -> Any:
+    """``client.gather(futures)`` within ``timeout`` seconds (None: no limit), with Dask's
+    failures said in terms of the ``parts`` (``tasks``: their gradients' futures)."""
+    try:
+        if timeout is not None:
+            for f in as_completed(futures, timeout=timeout):
+                if f.status != 'finished':
+                    break                          # gather raises its error now
+        return client.gather(futures)
+    except ShardError as e:                        # raised on a worker: say when
+        raise ShardError(f'{where}: {e}') from e
+    except DaskTimeout:
+        client.cancel(futures)
+        raise StepTimeoutError(
+            f'{where}: not finished within timeout={timeout} s; its tasks were cancelled '
+            f'(a loss still running keeps its worker\'s thread until it returns: '
+            f'client.restart() ends it)') from None
+    except KilledWorker as e:
+        owners = {f.key: p for f, p in zip(tasks, parts)} | {p.future.key: p for p in parts}
+        part = owners.get(e.task)
+        if part is None:
+            raise
+        names = part.labels()
+        who = ' or '.join(names) + ' (one task)' * (len(names) > 1)
+        raise ShardError(
+            f'{where}: {who} killed every worker that ran it: {e.allowed_failures + 1} '
+            f'died running it, the last {e.last_worker.address} (Dask\'s '
+            f'distributed.scheduler.allowed-failures is {e.allowed_failures}). A loss '
+            f'that ends its process does this: os._exit, a crash in compiled code, '
+            f'running out of memory.') from e
+    except CancelledError as e:
+        lost = [n for p in parts if p.future.status in ('lost', 'cancelled')
+                for n in p.labels()]
+        if not lost:
+            raise
+        raise ShardError(
+            f'{where}: the cluster lost the data of {_names(lost)}: every worker that held '
+            f'it died, and Dask cannot compute data sent by client.scatter again. Scatter '
+            f'it again, or pass the shards themselves or td.place(client, shards), whose '
+            f'tasks Dask runs again.') from e
 
 
 # tape or adtype -> (client, loss, its future)
@@ -330,16 +393,18 @@ _SENT: weakref.WeakKeyDictionary[Any, tuple[Any, Any, Any]] = weakref.WeakKeyDic
 def _send(client: Any, loss: Any, tape: Any, adtype: Any) -> Any:
     """The ``_Loss`` for the workers: itself (it travels inside the tasks) for the eager
     tape; else a future, so that each worker unpickles a tape (compiling it) or keeps
-    an ``AutoCompiled``'s tapes once, for every call with the same objects."""
+    an ``AutoCompiled``'s tapes once, for every call with the same objects.  The
+    future is a task (not ``client.scatter``'s data, which is gone when every worker
+    holding it dies): Dask computes it again, and the tape with it."""
     engine = _Loss(loss, tape, adtype)
     key = tape if tape is not None else adtype
     if key is None:
         return engine
     hit = _SENT.get(key)
     if hit is None or hit[0] is not client or hit[1] is not loss or \
-            hit[2].status != 'finished':             # (lost: every worker restarted)
-        hit = _SENT[key] = (client, loss, client.scatter([engine], broadcast=True,
-                                                         hash=False)[0])
+            hit[2].status in ('error', 'cancelled'):          # e.g. client.restart()
+        hit = _SENT[key] = (client, loss, client.submit(
+            _same, engine, key=f'tracked-loss-{uuid.uuid4().hex[:12]}'))
     return hit[2]
 
 
@@ -361,7 +426,7 @@ def _is_value(x: Any) -> bool:
 
 
 def withgradient(client: Any, loss: Any, model: Any, shards: Any, *, reduce: str = 'sum',
-                 tape: Any = None, adtype: Any = None) -> Any:
+                 tape: Any = None, adtype: Any = None, timeout: float | None = None) -> Any:
     """``withgradient(client, loss, model, shards, reduce='sum') -> (val, grad)``: the sum
     over the shards of ``loss(model, *shard)`` and its gradient, shaped like ``model``
     as ``tr.gradient``'s is, computed on the workers next to the shards.
@@ -372,8 +437,10 @@ def withgradient(client: Any, loss: Any, model: Any, shards: Any, *, reduce: str
     ``tr.GradientTape(loss, model, *shard, wrt=(0,))``, compiled or not) or
     ``adtype=`` (e.g. ``tr.AutoCompiled()``) choose how the workers differentiate, as
     in ``tr.train``.  Auxiliary outputs of the loss are dropped.  A shard that fails,
-    or whose shapes differ from another's past the first axis, raises an error naming
-    it.  See the module docstring for the forms ``shards`` may take.
+    kills every worker that runs it, or whose shapes differ from another's past the
+    first axis, raises an error naming it (``ShardError``, ``ValueError``); with
+    ``timeout=`` (seconds), a result that takes longer raises ``StepTimeoutError``.
+    See the module docstring for the forms ``shards`` may take.
 
     >>> import numpy as np, tracked.distributed as td
     >>> from dask.distributed import Client
@@ -389,23 +456,31 @@ def withgradient(client: Any, loss: Any, model: Any, shards: Any, *, reduce: str
     _check_model(model, 'withgradient')
     parts = _placed(client, shards)
     return api.WithGradient(*_gradient(client, _send(client, loss, tape, adtype), model, parts,
-                                       reduce))
+                                       reduce, timeout))
 
 
 class _OnShards(ADType):
     """The backend ``train`` hands ``tr.train``: gradients over placed shards."""
 
-    def __init__(self, client: Any, engine: Any, parts: Any, reduce: Any) -> None:
+    def __init__(self, client: Any, engine: Any, parts: Any, reduce: Any,
+                 timeout: Any) -> None:
         self.client, self.engine, self.parts, self.reduce = client, engine, parts, reduce
+        self.timeout, self.done = timeout, 0
 
     def withgradient(self, f: Any, model: Any) -> Any:   # f: the loss, the engine holds it
-        val, grad = _gradient(self.client, self.engine, model, self.parts, self.reduce)
+        # tr.train updates the model after this returns: an error leaves the state of
+        # the steps done
+        where = (f'td.train at step {self.done} (counting from 0; the model and optimiser '
+                 f'state are those after the steps before it)')
+        val, grad = _gradient(self.client, self.engine, model, self.parts, self.reduce,
+                              self.timeout, where)
+        self.done += 1
         return val, (grad,)
 
 
 def train(client: Any, loss: Any, model: Any, shards: Any, state: Any, *, steps: int = 1,
           reduce: str = 'sum', tape: Any = None, adtype: Any = None, progress: bool = True,
-          desc: Any = None) -> Any:
+          desc: Any = None, timeout: float | None = None) -> Any:
     """``train(client, loss, model, shards, state, steps=1) -> losses``: ``steps`` steps of
     data parallel training, each on the gradient over all the shards.
 
@@ -414,8 +489,10 @@ def train(client: Any, loss: Any, model: Any, shards: Any, state: Any, *, steps:
     the workers and the optimiser ``state`` (from ``tr.setup``) applied on the client,
     changing ``model`` in place; a tqdm bar shows the running loss.  The shards are
     placed once, for all steps (pass ``place(client, shards)`` to keep them for
-    several calls).  ``reduce``, ``tape``, ``adtype``: as in ``withgradient``.  Returns
-    the loss of each step.
+    several calls).  ``reduce``, ``tape``, ``adtype``: as in ``withgradient``;
+    ``timeout=`` (seconds) bounds each step.  Returns the loss of each step.  After
+    an error (``ShardError``, ``StepTimeoutError``) the model and ``state`` are those
+    after the last step done, which the message names.
 
     >>> import numpy as np, tracked as tr, tracked.distributed as td
     >>> from dask.distributed import Client
@@ -433,6 +510,6 @@ def train(client: Any, loss: Any, model: Any, shards: Any, state: Any, *, steps:
     _check_reduce(reduce)
     _check_model(model, 'train')
     parts = _placed(client, shards)
-    backend = _OnShards(client, _send(client, loss, tape, adtype), parts, reduce)
+    backend = _OnShards(client, _send(client, loss, tape, adtype), parts, reduce, timeout)
     return _train(loss, model, [()] * steps, state, adtype=backend, progress=progress,
                   desc=desc)

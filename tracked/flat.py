@@ -2,8 +2,8 @@
 
 The parameters of a model are its *trainable* arrays: the arrays of floating-point
 (or complex) numbers the tree protocol (tracked/tree_util.py) reaches, an array that
-occurs twice counted once.  Integer and boolean arrays, Python numbers (a layer's
-``eps``), strings, functions and ``@tr.leaf`` objects (so the running statistics of
+occurs twice counted once.  Integer and boolean arrays, numbers (a layer's ``eps``;
+0-d arrays too), strings, functions and ``@tr.leaf`` objects (so the running statistics of
 ``BatchNorm``, kept in a ``@tr.leaf`` state) are not parameters: ``destructure``'s
 ``re`` puts them back as they are, ``nparams`` does not count them, and
 ``tr.Duplicated`` stores no gradient for them.
@@ -21,14 +21,17 @@ __all__ = ['trainable', 'destructure', 'Restructure', 'nparams']
 
 
 def trainable(x: Any) -> bool:
-    """``trainable(x)``: whether ``x`` is a parameter: an array (or a tracked value) of
-    floating-point or complex numbers.
+    """``trainable(x)``: whether ``x`` is a parameter: an array (plain or tracked) of
+    floating-point or complex numbers with at least one dimension.  Numbers are not, 0-d
+    arrays included: an outer differentiation makes a Python float a 0-d tracked value,
+    and ``destructure`` must take the same leaves whether or not it is differentiated.
 
     >>> import numpy as np, tracked as tr
-    >>> [tr.flat.trainable(v) for v in (np.ones(2), np.ones(2, np.float32), np.arange(2), 1.5)]
-    [True, True, False, False]
+    >>> [tr.flat.trainable(v) for v in (np.ones(2), np.ones(2, np.float32), np.arange(2), 1.5,
+    ...                                 np.array(1.5))]
+    [True, True, False, False, False]
     """
-    return isinstance(x, (np.ndarray, Tracked)) and x.dtype.kind in 'fc'
+    return isinstance(x, (np.ndarray, Tracked)) and x.ndim > 0 and x.dtype.kind in 'fc'
 
 
 def nparams(tree: Any) -> int:

@@ -16,16 +16,15 @@ tape at a lower level sees the dual's computations as ordinary operations, and a
 reverse level above a dual one wraps duals as values.
 """
 import operator
-import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import registry, values as _values
+from . import registry, values as _values, views as _views
 from .reverse import vjp
 from .tape import Cotangents, new_level, unbroadcast
-from .values import (LIVE_VIEW_WRITE, VIEW_WRITE, Boxed, IntBehaviour, RatioBehaviour, Tracked,
-                     apply, call, plain, plain_index, ufunc_call, views_overlap)
+from .values import (Boxed, IntBehaviour, RatioBehaviour, Tracked, apply, call,
+                     foreign_operation, plain, plain_index, ufunc_call)
 
 __all__ = ['Dual', 'DualInt', 'DualLevel', 'make_dual', 'duals', 'primal', 'tangent',
            'forward_apply']
@@ -87,25 +86,17 @@ class DualMethods(_Mixin):
         return call(operator.getitem, self, plain_index(self, idx))
 
     def _mutate(self, new, idx=None):
-        """In-place syntax on a dual: a new value and tangent.
-
-        A dual's primal and tangent are replaced, not written, so a write that NumPy
-        would let reach another array (this one is a view, or a live view overlaps the
-        part written) is refused with reverse mode's errors, and a write into a view
-        NumPy made read-only (``np.diagonal``, ``np.broadcast_to``) with NumPy's.
-        """
-        if getattr(self, '_viewof', None) is not None:
-            if not plain(self._value).flags.writeable:
-                raise ValueError('assignment destination is read-only')
-            raise ValueError(VIEW_WRITE)
-        if views_overlap(getattr(self, '_views', None), self._value, idx):
-            raise ValueError(LIVE_VIEW_WRITE)
+        """In-place syntax on a dual: a new value and tangent; a dual sharing memory with
+        others (a view, or the base of live views) changes them all, as NumPy would
+        (``views.write``)."""
         if not isinstance(new, DUALS) or new._node is not self._node:
             raise TypeError('an in-place operation on a forward-mode value gave a value '
                             'without its tangent')
         if new.shape != self.shape:
             raise ValueError(f'in-place operation would change the shape from {self.shape} '
                              f'to {new.shape}')
+        if getattr(self, '_alias', None) is not None and _views.write(self, new):
+            return
         self._value, self._tangent = new._value, new._tangent
 
     def _as_int(self):
@@ -132,11 +123,7 @@ class Dual(DualMethods, Boxed):
     array([2.        , 1.08060461])
     """
 
-    # _viewof: the dual this one is a NumPy view of (unset: none); _views: weak
-    # references to the live duals that are views of this one (see ``note_views``).
-    __slots__ = ('_tangent', '_viewof', '_views')
-    _viewof: 'Dual'
-    _views: list
+    __slots__ = ('_tangent',)
 
     @staticmethod
     def make(value, t, level):
@@ -191,20 +178,26 @@ def _operators():
              'pow': np.power, 'matmul': np.matmul, 'mod': np.remainder,
              'floordiv': np.floor_divide}
 
-    def make(uf, reflected):
+    def make(uf, op, reflected):
         def method(self, other):
             if type(other) in _SEQUENCES:
                 other = np.asarray(other)
+            elif not isinstance(other, _PLAIN_OPERANDS):    # e.g. a SciPy sparse matrix
+                out = foreign_operation(op, self, other, reflected)
+                if out is not None:
+                    return out
             args = (other, self) if reflected else (self, other)
             out = _elementwise(uf, args, self._node)
             return call(uf, *args) if out is None else out
         return method
     for name, uf in table.items():
-        setattr(DualMethods, f'__{name}__', make(uf, False))
-        setattr(DualMethods, f'__r{name}__', make(uf, True))
+        op = getattr(operator, name)
+        setattr(DualMethods, f'__{name}__', make(uf, op, False))
+        setattr(DualMethods, f'__r{name}__', make(uf, op, True))
 
 
 _SEQUENCES = (list, tuple)
+_PLAIN_OPERANDS = (np.ndarray, Tracked, float, int)
 _RULES = registry.RULES
 _Primitive = registry.Primitive
 
@@ -325,37 +318,12 @@ def forward_apply(prim, args, kwargs, level):
         return ans
     if prim.multi and isinstance(ans, tuple):
         out = tangent_of(prim, tangents, ans, primals, kwargs, lvl.batch)
-        return _box_outputs(ans, out, lvl, args)
+        return _box_outputs(ans, out, lvl)
     t = tangent_of(prim, tangents, ans, primals, kwargs, lvl.batch)
     out = Dual.make(ans, _fit(t, ans, lvl.batch), lvl)
-    note_views(out, args, level)
+    if prim.view:                       # NumPy's aliasing, kept by the boxes (views.py)
+        _views.note(out, args[0], (prim, args[1:], kwargs))
     return out
-
-
-def note_views(out, args, level):
-    """Mark ``out`` as a view of each dual argument of ``level`` whose memory its primal
-    shares, as NumPy made it (a slice, ``reshape``, ``.T``, ``.real``, ``diagonal``, ...),
-    and note it in that dual (and the duals it views) so that in-place writes through
-    either are refused (``DualMethods._mutate``).  Memory, not the rule, decides: every
-    view NumPy makes is caught, whichever primitive or composite made it."""
-    a = plain(out._value)
-    if type(a) is not np.ndarray:
-        return
-    for x in args:
-        if not isinstance(x, Dual) or x._node.level != level:
-            continue
-        p = plain(x._value)
-        if type(p) is np.ndarray and (a is p or (a.base is not None and
-                                                 np.may_share_memory(a, p))):
-            out._viewof = x
-            ref = weakref.ref(out)
-            while x is not None:           # a view of a view views the base too
-                views = getattr(x, '_views', None)
-                if views is None:
-                    x._views = views = []
-                views.append(ref)
-                x = getattr(x, '_viewof', None)
-            return
 
 
 def _strip_level(a, level):
@@ -366,14 +334,13 @@ def _strip_level(a, level):
     return a
 
 
-def _box_outputs(ans, out, lvl, args):
+def _box_outputs(ans, out, lvl):
     boxed = []
     for a, t in zip(ans, out):
         if t is None or not _values.is_output_array(a):
             boxed.append(a)
         else:
             boxed.append(Dual.make(a, _fit(t, a, lvl.batch), lvl))
-            note_views(boxed[-1], args, lvl.level)
     return type(ans)(*boxed) if hasattr(type(ans), '_fields') else tuple(boxed)
 
 

@@ -24,12 +24,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 
 from .api import gradient
 from .reverse import vjp
-from .arguments import (Args, check_function, differentiable, float_dtype, is_number_list,
-                        keep_value, leaf_value)
+from .arguments import (Args, check_function, differentiable, float_dtype, keep_value,
+                        leaf_value)
 from .forward import DUALS, DualLevel, make_dual, primal
 from .tape import thread_state
 from .values import Tracked, plain
@@ -39,11 +38,6 @@ __all__ = ['jacobian', 'withjacobian', 'hessian', 'hessian_reverse', 'diaghessia
 
 WithJacobian = namedtuple('WithJacobian', ['val', 'grad'])
 _MODES = ('auto', 'forward', 'reverse')
-
-
-def _array_arg(x: Any) -> Any:
-    """Jacobian-style operators take array-likes: a list of numbers is an array."""
-    return np.asarray(x) if is_number_list(x) else x
 
 
 def _size(x: Any) -> int:
@@ -87,7 +81,7 @@ def withjacobian(f: Callable[..., Any], *args: Any,
     check_function(f, 'withjacobian', args)
     if mode not in _MODES:
         raise ValueError(f'mode={mode!r}: expected one of {_MODES}')
-    spec = Args(tuple(_array_arg(a) for a in args))
+    spec = Args(tuple(args))
     _no_complex_inputs(spec, 'jacobian')
     n = sum(_size(a) for a in spec.flat)
     # 'auto' with at most two input elements goes forward without asking: two tangents
@@ -115,8 +109,8 @@ def jacobian(f: Callable[..., Any], *args: Any,
     >>> J, = tr.jacobian(lambda a: 100 * a[:3] ** 2, np.arange(1, 8))
     >>> J.shape, np.diag(J)
     ((3, 7), array([200., 400., 600.]))
-    >>> tr.jacobian(lambda t: np.stack([np.cos(t), np.sin(t)]) * 2, 0.0, mode='forward')[0]
-    array([0., 2.])
+    >>> tr.jacobian(lambda t: np.stack([t ** 2, 3 * t]) * 2, 1.0, mode='forward')[0]
+    array([4., 6.])
     """
     return withjacobian(f, *args, mode=mode).grad
 
@@ -219,17 +213,64 @@ def _zeros_if_none(g: Any, x: Any) -> Any:
     return np.zeros(np.shape(plain(x)), float_dtype(x))
 
 
-def _grad_of(f: Callable[..., Any]) -> Callable[[Any], Any]:
-    """``x -> gradient(f, x)[0]`` (zeros where ``f`` does not depend on ``x``)."""
-    return lambda x: _zeros_if_none(gradient(f, x)[0], x)
+def _flat_gradient(f: Callable[..., Any], spec: Args) -> Callable[..., Any]:
+    """``(*leaves) -> v``: the gradient of ``f`` with respect to every differentiated
+    leaf of ``spec``, ravelled and joined into one vector (zeros where ``f`` does not
+    depend on a leaf), the function whose Jacobian is the Hessian."""
+    def grad_vector(*leaves: Any) -> Any:
+        grads = gradient(lambda *ls: f(*spec.rebuild(ls)), *leaves)
+        parts = [np.ravel(_zeros_if_none(g, x)) for g, x in zip(grads, leaves)]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return grad_vector
 
 
-def hessian(f: Callable[..., Any], x: npt.ArrayLike) -> Any:
+def _split_rows(v: Any, spec: Args) -> list[Any]:
+    """Vector (or leading axis) ``v`` over all leaves, cut into one piece per leaf: its
+    shape for a vector, ``(size,) + rest`` rows otherwise (a scalar leaf drops the axis)."""
+    out, off = [], 0
+    for a in spec.flat:
+        k = _size(a)
+        piece = v[off:off + k]
+        if np.ndim(plain(a)) == 0:
+            piece = piece[0]
+        elif np.ndim(v) == 1:
+            piece = np.reshape(piece, np.shape(plain(a)))
+        out.append(piece)
+        off += k
+    return out
+
+
+def _hessian(f: Callable[..., Any], args: Sequence[Any], mode: Literal['forward', 'reverse'],
+             who: str) -> Any:
+    check_function(f, who, args)
+    if not args:
+        raise TypeError(f'{who}(f, *args) needs at least one argument to differentiate')
+    spec = Args(tuple(args))
+    _no_complex_inputs(spec, 'hessian')
+    if not spec.flat:
+        raise ValueError(f'{who}: no argument has a differentiable leaf (arrays or numbers)')
+    cols = jacobian(_flat_gradient(f, spec), *spec.flat, mode=mode)
+    # block (i, j) = d^2 f / d leaf_i d leaf_j, over each leaf's ravelled elements
+    rows = [_split_rows(J, spec) for J in cols]                    # rows[j][i]
+    single = len(args) == 1
+    per_row = []
+    for i in range(len(cols)):
+        inner = spec.gradients([rows[j][i] for j in range(len(cols))], keep_value)
+        per_row.append(inner[0] if single else inner)
+    blocks = spec.gradients(per_row, keep_value)
+    return blocks[0] if single else blocks
+
+
+def hessian(f: Callable[..., Any], *args: Any) -> Any:
     """``hessian(f, x)``: ``H[i, j] = d^2 f / d x.ravel()[i] d x.ravel()[j]``; a scalar for
     scalar ``x``.
 
     Forward over reverse: one forward pass, carrying one tangent per element of ``x``,
-    over the reverse-mode gradient.
+    over the reverse-mode gradient.  Several arguments, or a tree (a dict, tuple or
+    list of arrays and numbers, a model), give the blocks ``d^2 f / d a d b`` for each
+    pair of leaves, nested as JAX nests them: the tree of ``a`` holding, at each leaf,
+    the tree of ``b`` holding the blocks; for several arguments a tuple of tuples.  A
+    block has shape ``(a.size, b.size)``, without the axis of a scalar leaf.
 
     >>> import numpy as np, tracked as tr
     >>> tr.hessian(np.sin, np.pi / 2)
@@ -237,31 +278,27 @@ def hessian(f: Callable[..., Any], x: npt.ArrayLike) -> Any:
     >>> tr.hessian(lambda x: x[0] ** 2 * x[1], np.array([1.0, 3.0]))
     array([[6., 2.],
            [2., 0.]])
+    >>> tr.hessian(lambda a, b: a * b * b, 1.0, 2.0)
+    ((np.float64(0.0), np.float64(4.0)), (np.float64(4.0), np.float64(2.0)))
+    >>> tr.hessian(lambda p: p['w'] ** 3, {'w': 1.0})
+    {'w': {'w': np.float64(6.0)}}
     """
-    check_function(f, 'hessian')
-    x = _array_arg(x)
-    _no_complex_inputs(Args((x,)), 'hessian')
-    H = jacobian(_grad_of(f), x, mode='forward')[0]
-    return H[0] if np.ndim(plain(x)) == 0 else H
+    return _hessian(f, args, 'forward', 'hessian')
 
 
-def hessian_reverse(f: Callable[..., Any], x: npt.ArrayLike) -> Any:
+def hessian_reverse(f: Callable[..., Any], *args: Any) -> Any:
     """``hessian_reverse(f, x)``: the Hessian by reverse over reverse: the gradient's
     computation recorded once, then swept back once per row.
 
-    Same result as ``hessian``, by another method (no forward mode): slower, and an
-    independent check.
+    Same result as ``hessian`` (trees and several arguments included), by another
+    method (no forward mode): slower, and an independent check.
 
     >>> import numpy as np, tracked as tr
     >>> tr.hessian_reverse(lambda x: x[0] ** 2 * x[1], np.array([1.0, 3.0]))
     array([[6., 2.],
            [2., 0.]])
     """
-    check_function(f, 'hessian_reverse')
-    x = _array_arg(x)
-    _no_complex_inputs(Args((x,)), 'hessian')
-    H = jacobian(_grad_of(f), x, mode='reverse')[0]
-    return H[0] if np.ndim(plain(x)) == 0 else H
+    return _hessian(f, args, 'reverse', 'hessian_reverse')
 
 
 def diaghessian(f: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
@@ -274,7 +311,7 @@ def diaghessian(f: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
     array([-0.16,  0.16])
     """
     check_function(f, 'diaghessian', args)
-    spec = Args(tuple(_array_arg(a) for a in args))
+    spec = Args(tuple(args))
     _no_complex_inputs(spec, 'diaghessian')
     n = sum(_size(a) for a in spec.flat)
 
@@ -307,11 +344,11 @@ def _tangent_leaves(args: Sequence[Any], tangents: Sequence[Any]) -> list[Any]:
                          f'tangent per argument (None for a constant)')
     out: list[Any] = []
     for a, t in zip(args, tangents):
-        leaves = Args((_array_arg(a),)).flat
+        leaves = Args((a,)).flat
         if t is None:
             out.extend([None] * len(leaves))
             continue
-        tleaves = Args((_array_arg(t),)).flat
+        tleaves = Args((t,)).flat
         if len(tleaves) != len(leaves):
             raise ValueError(f'jvp: a tangent must mirror its argument: {len(leaves)} '
                              f'differentiated leaves, {len(tleaves)} tangent leaves')
@@ -349,15 +386,29 @@ def jvp(f: Callable[..., Any], args: Sequence[Any],
     return _output_tangent(out, lvl)
 
 
-def hvp(f: Callable[..., Any], x: npt.ArrayLike, v: npt.ArrayLike) -> Any:
+def hvp(f: Callable[..., Any], *args_and_v: Any) -> Any:
     """``hvp(f, x, v)``: the Hessian of scalar ``f`` at ``x`` times ``v``, without forming it.
 
-    One forward pass along ``v`` over the reverse-mode gradient.
+    One forward pass along ``v`` over the reverse-mode gradient.  ``x`` may be a tree
+    (``v`` then mirrors it, and so does the result); with several arguments,
+    ``hvp(f, a, b, (va, vb))`` takes the tangents as a tuple and returns one.
 
     >>> import numpy as np, tracked as tr
     >>> tr.hvp(lambda x: np.sum(x ** 3), np.array([1., 2.]), np.array([1., 1.]))
     array([ 6., 12.])
+    >>> tr.hvp(lambda a, b: a * b * b, 1.0, 2.0, (1.0, 0.0))
+    (np.float64(0.0), np.float64(4.0))
     """
-    check_function(f, 'hvp')
-    x = _array_arg(x)
-    return jvp(_grad_of(f), (x,), (v,))[1]
+    check_function(f, 'hvp', args_and_v)
+    if len(args_and_v) < 2:
+        raise TypeError('hvp(f, x, v) needs the point x and the direction v (several '
+                        'arguments: hvp(f, a, b, (va, vb)))')
+    args, v = args_and_v[:-1], args_and_v[-1]
+    tangents = (v,) if len(args) == 1 else v
+    if type(tangents) is not tuple or len(tangents) != len(args):
+        raise ValueError(f'hvp: {len(args)} arguments need a tuple of {len(args)} tangents '
+                         f'as v, one mirroring each argument')
+    spec = Args(tuple(args))
+    hv = jvp(_flat_gradient(f, spec), tuple(spec.flat), tuple(_tangent_leaves(args, tangents)))[1]
+    out = spec.gradients(_split_rows(hv, spec), keep_value)
+    return out[0] if len(args) == 1 else out

@@ -40,6 +40,22 @@ class Rule:
     def apply(self, state: Any, x: np.ndarray, g: np.ndarray) -> Any:
         raise NotImplementedError
 
+    def check(self, state: Any, x: np.ndarray) -> None:
+        """A ``ValueError`` unless ``state`` (made by ``init``) fits array ``x``: ``update``
+        asks for every array before it changes any (a step is all or nothing).
+
+        >>> import numpy as np, tracked as tr
+        >>> tr.Momentum().check(np.zeros(3), np.ones(2))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: update: an array of shape (2,) has optimiser state of shape (3,) ...
+        """
+        for a in state if isinstance(state, (list, tuple)) else (state,):
+            if isinstance(a, np.ndarray) and a.shape != x.shape:
+                raise ValueError(f'update: an array of shape {x.shape} has optimiser state of '
+                                 f'shape {a.shape} (from tr.setup for another model); make '
+                                 f'the state for this model with tr.setup(rule, model)')
+
     def __repr__(self) -> str:
         args = ', '.join(f'{k}={v!r}' for k, v in vars(self).items())
         return f'{type(self).__name__}({args})'
@@ -223,8 +239,9 @@ def update(state: Any, model: Any, grads: Any = None) -> None:
     steps = _planned_steps(state, model, grads)
     if steps is None:
         steps = _checked_steps(state, model, grads)
-    for _, x, _ in steps:
+    for leaf, x, _ in steps:
         _check_writeable(plain(x))
+        leaf.rule.check(leaf.state, plain(x))
     # Everything was checked before this point: an update is all or nothing.
     for leaf, x, g in steps:
         value = plain(x)
@@ -298,7 +315,10 @@ def _planned_steps(state: Any, model: Any,
     plan = _PLANS.get(key)
     if plan is None or plan[0] is not model or plan[1] is not state:
         if len(_PLANS) >= _MAX_PLANS:
-            _PLANS.pop(next(iter(_PLANS)))
+            try:                            # another thread may be evicting it too
+                _PLANS.pop(next(iter(_PLANS)), None)
+            except StopIteration:
+                pass
         plan = _PLANS[key] = (model, state, _plan(model, state))
     entries = plan[2]
     if entries is None:
@@ -307,7 +327,7 @@ def _planned_steps(state: Any, model: Any,
     try:
         for path, x, leaf in entries:
             if follow(model, path) is not x:
-                del _PLANS[key]                 # the model changed: plan again next time
+                _PLANS.pop(key, None)           # the model changed: plan again next time
                 return None
             g = (x.grad if isinstance(x, Tracked) else None) if grads is None \
                 else follow(grads, path)

@@ -304,7 +304,8 @@ class Primitive:
                     keep_ans = keep_ans or reads_ans
                     for j in range(nargs):
                         h = KEEP if rest is not None and j >= rest else reads.get(j, DROP)
-                        how[j] = max(how[j], h)
+                        # one pullback that reads the value needs it, whatever the others read
+                        how[j] = KEEP if KEEP in (how[j], h) else max(how[j], h)
             for j in range(nargs):
                 # An argument that is not a parent is the caller's constant (or a value
                 # of an outer level): keeping it costs no memory, and the eager fast

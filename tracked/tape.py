@@ -48,7 +48,8 @@ class Node:
     - ``prim``: the ``registry.Primitive`` (None for a leaf);
     - ``args``, ``kwargs``, ``ans``: what the pullbacks read (None where they read
       nothing, a ``registry.Meta`` where they read only a shape); a leaf keeps its
-      value in ``ans``;
+      value in ``ans``; a checkpoint may drop them (``args`` None, ``kwargs`` a
+      ``Dropped``, which recomputes them);
     - ``shape``: the output's shape; ``parents``: (argument position, Node) pairs of
       the tracked arguments at this entry's ``level``; ``seq``: the global order;
     - ``same_shape``: True when the pullbacks return exactly their parents' shapes (a
@@ -323,6 +324,41 @@ def _accumulate(prev, gi, owned):
     return new
 
 
+class Dropped:
+    """What stands in the ``kwargs`` slot of an entry whose saved values (``args``,
+    ``kwargs``, ``ans``) were dropped to save memory (``tr.checkpoint``): ``args`` is
+    None, as in a released entry, but the parents stay.  ``recompute(level)`` returns
+    ``{entry: (args, kwargs, ans)}`` for its entries at ``level``; a backward pass calls
+    it once and keeps the result only while it runs."""
+
+    __slots__ = ()
+
+    def recompute(self, level: int) -> dict[Node, tuple[Any, Any, Any]]:
+        raise NotImplementedError
+
+
+def released(node):
+    """Whether non-leaf ``node`` was released by a backward pass (its saved values are
+    gone for good, not dropped by a checkpoint: that one keeps its parents)."""
+    return node.args is None and (not node.parents or not isinstance(node.kwargs, Dropped))
+
+
+def saved_again(node, recomputed):
+    """``(args, kwargs, ans)`` of ``node``, whose ``args`` are None: recomputed (into
+    ``recomputed``, which a backward pass holds while it runs) if a checkpoint dropped
+    them, else an error (an earlier ``back`` released it)."""
+    if released(node):
+        raise GraphReleasedError(
+            'back() reached a tape entry that an earlier back() released. '
+            'Pass retain_graph=True to the first back() to run it again, '
+            'or recompute the value.')
+    saved = recomputed.pop(node, None)
+    if saved is None:
+        recomputed.update(node.kwargs.recompute(node.level))
+        saved = recomputed.pop(node)
+    return saved
+
+
 def reachable(root):
     """The entries that lead to ``root`` at its level, latest first (for inspection)."""
     seen = {root}
@@ -356,6 +392,9 @@ def backward(root, seed, retain=False, private=False, sparse=False):
     expanded for any other entry and at the leaves.  After a sum, ``x * 100`` then
     costs no pass over an array in the backward pass.
 
+    An entry whose saved values a checkpoint dropped (``Dropped``) gets them
+    recomputed when it is reached; they are kept only until it is visited.
+
     Entries are visited latest first from a heap keyed on their sequence number: an
     entry's parents are all older than it, so each is visited after every entry that
     sends it a cotangent.  This finds the entries that lead to ``root`` as it goes; a
@@ -367,6 +406,7 @@ def backward(root, seed, retain=False, private=False, sparse=False):
     leaves: dict[Node, Any] = {}
     owned: set[int] = set()
     lazies: set[Node] = set()   # entries whose cotangent may be smaller than them (see above)
+    recomputed: dict[Node, Any] | None = None   # saved values a checkpoint recomputed
     node, g = root, seed
     try:
         while node is not None:
@@ -376,12 +416,7 @@ def backward(root, seed, retain=False, private=False, sparse=False):
             # the first parent this entry schedules skips the heap (chains)
             nxt: Node | None = None
             nxt_g: Any = None
-            if args is None:            # a leaf, or an entry released by an earlier back()
-                if node.prim is not None:
-                    raise GraphReleasedError(
-                        'back() reached a tape entry that an earlier back() released. '
-                        'Pass retain_graph=True to the first back() to run it again, '
-                        'or recompute the value.')
+            if args is None and node.prim is None:      # a leaf
                 if type(g) is SparseCotangent:
                     if not sparse:
                         g = g.dense()
@@ -399,7 +434,13 @@ def backward(root, seed, retain=False, private=False, sparse=False):
                         g = np.broadcast_to(g, node.shape)
                 prim = node.prim
                 vjps, inline = prim.vjps, prim.inline
-                kwargs, ans, same_shape = node.kwargs, node.ans, node.same_shape
+                if args is None:        # dropped by a checkpoint (or released)
+                    if recomputed is None:
+                        recomputed = {}
+                    args, kwargs, ans = saved_again(node, recomputed)
+                else:
+                    kwargs, ans = node.kwargs, node.ans
+                same_shape = node.same_shape
                 nargs = len(args)
                 for pos, parent in node.parents:
                     vjp = vjps[pos]
@@ -540,6 +581,15 @@ def protect(node: 'Node | Owner', arrays: Sequence[Any]) -> None:
         _finalizers[key] = weakref.ref(node, unprotect)
 
 
+def unprotect(node: 'Node') -> None:
+    """Release what ``node`` protects now (its saved values were dropped)."""
+    key = id(node)
+    ref = _finalizers.get(key)
+    if ref is not None and ref() is node:
+        _release(key, node.protects)
+        del node.protects
+
+
 class Owner:
     """An owner for ``protect`` that is not a tape entry (``pullback``'s outputs): the
     arrays stay read-only while it lives."""
@@ -554,9 +604,11 @@ class Owner:
 def release_protections():
     """Unprotect what released entries protected (after a ``backward`` released some);
     one pass over the few protecting entries, not a test per released entry."""
-    for key, ref in list(_finalizers.items()):
+    # a copy, taken at once: a weakref callback run by a garbage collection during the
+    # walk pops from _finalizers (list(d.items()) raised "changed size during iteration")
+    for key, ref in _finalizers.copy().items():
         node = ref()
-        if node is not None and node.args is None:
+        if node is not None and released(node):
             _release(key, node.protects)
 
 

@@ -98,12 +98,11 @@ def gradcheck(f: Callable[..., Any], *args: Any, order: int = 2, eps: float = 1e
     return True
 
 
-def _array_like(a: Any, nested: bool = False) -> bool:
-    """An array or number, or (nested) lists of numbers: checked as one array."""
-    if isinstance(a, (list, tuple)):
-        return all(_array_like(v, True) for v in a)
+def _array_like(a: Any) -> bool:
+    """An array or number, checked as one array.  A list or tuple is a container, as
+    everywhere (API.md section 3): its leaves are checked, and ``f`` gets it as a list."""
     if isinstance(a, np.ndarray):
-        return not nested
+        return True
     return isinstance(a, (float, int, complex, np.number)) and not isinstance(a, bool)
 
 

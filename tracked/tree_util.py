@@ -16,7 +16,8 @@ the structure, kept (or None in a gradient tree).
 The own attributes of a dict or list subclass are carried along as they are (not
 walked; compared as statics), as ``fmap`` copies them.
 
-As in ``fmap``: an array that occurs twice is one leaf (tied weights), and a list,
+As in ``fmap``: an array that occurs twice is one leaf (tied weights; a number that
+occurs twice is two: numbers are values, see ``_tied``), and a list,
 dict, object or registered node that occurs twice is walked once and stays shared,
 cycles included (a registered node cannot be part of a cycle: ``rebuild`` needs its
 children first).  Tuples are never shared: equal tuple constants may be one object.
@@ -51,6 +52,14 @@ LEAF, STATIC, REF, DICT, LIST, TUPLE, NAMEDTUPLE, OBJECT, NODE = range(9)
 _NUMBERED = (DICT, LIST, OBJECT, NODE)        # the nodes that may be shared
 ITEM, ATTR, CHILD = range(3)                   # how a path steps into a node
 _TIED = (np.ndarray, Tracked)                  # leaves that are tied when they recur
+
+
+def _tied(x: Any) -> bool:
+    """Whether leaf ``x`` is tied to its other occurrences: an array of one or more
+    dimensions, plain or tracked.  Numbers -- Python and NumPy scalars, 0-d arrays,
+    tracked or not -- are values: an outer differentiation turns a float into a 0-d
+    tracked value, and the same number in two places must stay two leaves then too."""
+    return isinstance(x, _TIED) and x.ndim > 0
 # A path to a leaf, as ``TreeDef.paths`` gives it: (ITEM, key), (ATTR, name) or
 # (CHILD, index) steps.
 Path = tuple[tuple[int, Any], ...]
@@ -114,15 +123,16 @@ def leaf(cls: C) -> C:
 
 
 def isnumeric(x: Any) -> bool:
-    """``isnumeric(x)``: the default leaves: a tracked value, an array of numbers (not
-    bool), or a float.  Integers are sizes and counts, and are static.
+    """``isnumeric(x)``: the default leaves: an array of numbers (not bool), or a float
+    or complex number, plain or tracked.  Integer scalars are sizes and counts, and are
+    static -- also when tracked (an outer differentiation's integer argument) or 0-d.
 
     >>> import numpy as np, tracked as tr
     >>> [tr.tree_util.isnumeric(v) for v in (np.ones(2), 1.5, 3, 'a', np.array([True]))]
     [True, True, False, False, False]
     """
     if isinstance(x, _TIED):
-        return x.dtype.kind in 'fiuc'
+        return x.dtype.kind in ('fiuc' if x.ndim else 'fc')
     return isinstance(x, (float, np.floating, complex, np.complexfloating))
 
 
@@ -386,7 +396,7 @@ def _flatten(x, is_leaf, leaves, memo, count):
     """The form of ``x``; ``memo`` maps the id of a tied leaf or of a numbered node
     seen before to (the object, kept alive; its form), ``count`` numbers the nodes."""
     if is_leaf(x):
-        if isinstance(x, _TIED):
+        if _tied(x):
             hit = memo.get(id(x))
             if hit is not None:
                 return hit[1]
@@ -874,7 +884,7 @@ def tree_map(fn: Callable[..., Any], tree: Any, *others: Any,
 
 def _map(fn, tree, others, is_leaf, statics, memo):
     if is_leaf(tree):
-        if memo is not None and isinstance(tree, _TIED):   # mutable: tied leaves map once
+        if memo is not None and _tied(tree):   # mutable: tied leaves map once
             hit = memo.get(id(tree))
             if hit is not None:
                 return hit[1]

@@ -13,21 +13,20 @@ import inspect
 import math
 import operator
 import sys
-import weakref
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from . import registry
-from .conversions import conversion_error
+from .conversions import conversion_error, library_caller, numba_type
 from . import tape as _tape
 from .tape import (Cotangents, Node, SparseCotangent, backward, new_node, recording_paused,
                    active_recorder)
 
 __all__ = ['Tracked', 'TrackedArray', 'TrackedReal', 'param', 'back', 'istracked',
-           'apply', 'call', 'value']
+           'apply', 'call', 'value', 'register_foreign_operand', 'foreign_operation']
 
 # Typing: operations on tracked values return ``Any``.  The result is a tracked value
 # where the operation is recorded, and a plain one where it is not (inside
@@ -69,7 +68,10 @@ def apply(prim: registry.Primitive, args: Sequence[Any], kwargs: dict[str, Any])
             return prim.fn(*[plain(a) for a in args], **kwargs)
         rec = active_recorder()
         if rec is not None and rec.level == level:  # a GradientTape records this level
-            return rec.record(prim, args, kwargs)
+            out = rec.record(prim, args, kwargs)
+            if prim.view:
+                _view_hooks.note(out, args[0], (prim, args[1:], kwargs))
+            return out
     if kwargs:
         for v in kwargs.values():
             if isinstance(v, Tracked):
@@ -107,7 +109,10 @@ def apply(prim: registry.Primitive, args: Sequence[Any], kwargs: dict[str, Any])
         registry.plan_key(parents, i)           # raises the error for too many arguments
     if prim.multi and isinstance(ans, tuple):
         return record_outputs(prim, vals, kwargs, ans, parents, mask << _KEY_SHIFT | i, level)
-    return record(prim, vals, kwargs, ans, parents, mask << _KEY_SHIFT | i, level)
+    out = record(prim, vals, kwargs, ans, parents, mask << _KEY_SHIFT | i, level)
+    if prim.view:                   # NumPy's aliasing, kept by the boxes (views.py)
+        _view_hooks.note(out, args[0], (prim, args[1:], kwargs))
+    return out
 
 
 def array_operands(prim: registry.Primitive, args: Sequence[Any]) -> Sequence[Any]:
@@ -210,8 +215,6 @@ def record(prim: registry.Primitive, vals: Sequence[Any], kwargs: dict[str, Any]
         if type(a) is np.ndarray:
             protect_saved(node, saved, key)
             break
-    if prim.view and (len(parents) > 1 or parents[0][1].prim is not None):
-        _note_view(parents, weakref.ref(t))     # (a view of a leaf needs no note)
     return t
 
 
@@ -337,70 +340,43 @@ _OPERANDS = registry.OPERANDS
 _Primitive = registry.Primitive
 
 
-# A non-leaf node's ``views`` slot (unset until then) holds weak references to the
-# tracked views of its memory (``x[1:]``, ``x.T``, ...).  In-place writes are refused only
-# while such a view is still alive: a temporary view (``y[1] = y[0] * 2``) is gone by the time of
-# the write.  A permanent "viewed" mark was rejected: it refused that common idiom.
-def _note_view(parents: Sequence[tuple[int, Node]], ref: weakref.ref[Any]) -> None:
-    for _, p in parents:
-        if p.prim is not None:
-            views = getattr(p, 'views', None)
-            if views is None:
-                p.views = views = []
-            views.append(ref)
-            n = len(views)
-            if n >= 16 and not n & (n - 1):        # amortised pruning of dead views
-                views[:] = [r for r in views if r() is not None]
-            if getattr(p.prim, 'view', False):     # a view of a view views the base too
-                _note_view(p.parents, ref)
-
-
-# The errors of an in-place write that NumPy would let reach another array (reverse
-# mode's boxes and forward mode's duals raise the same ones).
+# The error of an in-place write into a view that the boxes do not track (a view of a
+# copy NumPy made, or of a value seen on another path): NumPy would change both arrays.
 VIEW_WRITE = ('in-place change of a tracked array that shares memory with another: it is a '
               'view (such as x[1:], x.T or x.reshape(...)), and NumPy would change both. Call '
               '.copy() first, or compute a new array.')
-LIVE_VIEW_WRITE = ('in-place change of a tracked array that shares memory with a view of it '
-                   'that is still in use (such as z = y[1:] or y.T): NumPy would change both. '
-                   'Drop the view, use y.copy(), or compute a new array.')
+LEAF_VIEW_WRITE = ('in-place change of a view of a leaf made by tr.param (such as x[1:] or '
+                   'x.T of a parameter): the tape cannot record it. Update the value with '
+                   'tr.data(x)[...] = ..., or compute a new array.')
 
 
-def _live_views(node: Node, value: Any, idx: Any = None) -> bool:
-    """Whether a live view of ``node`` (whose value is ``value``) shares memory with
-    the part ``idx`` (None: all)."""
-    if node.prim is None:
-        return False
-    return views_overlap(getattr(node, 'views', None), value, idx)
+def _untracked_view(view: Any, base: Any, step: Any) -> None:
+    return None
 
 
-def views_overlap(views: list[weakref.ref[Any]] | None, value: Any, idx: Any = None) -> bool:
-    """Whether one of ``views`` (weak references to tracked views, pruned of dead ones
-    here) shares memory with the part ``idx`` (None: all) of ``value``."""
-    if not views:
-        return False
-    views[:] = [r for r in views if r() is not None]
-    if not views:
-        return False
-    base = plain(value)
-    region = base
-    if idx is not None and all(type(i) in (int, slice) or i is None or i is Ellipsis or
-                               isinstance(i, np.integer) for i in
-                               (idx if type(idx) is tuple else (idx,))):
-        region = base[idx]               # basic index: exactly the memory written
-        if not isinstance(region, np.ndarray):
-            region = base
-    for r in views:
-        v = r()
-        if v is not None:
-            try:
-                # NumPy 2.4's stubs allow max_work only -1 or 0; it documents and takes any
-                # bound (2.5's stubs agree: the ignore is unused there)
-                if np.shares_memory(plain(v), region,
-                                    max_work=10000):  # type: ignore[arg-type, unused-ignore]
-                    return True
-            except np.exceptions.TooHardError:
-                return True
+def _untracked_write(box: Any, new: Any) -> bool:
     return False
+
+
+class _ViewHooks:
+    """What the boxes call when a view is made and when one is written: tracked/views.py's
+    ``note`` and ``write``, registered by the package (``register_views``).  Until then
+    views are not tracked and writes through them are refused (``VIEW_WRITE``)."""
+
+    def __init__(self) -> None:
+        self.note: Callable[[Any, Any, Any], None] = _untracked_view
+        self.write: Callable[[Any, Any], bool] = _untracked_write
+
+
+_view_hooks = _ViewHooks()
+
+
+def register_views(note: Callable[[Any, Any, Any], None],
+                   write: Callable[[Any, Any], bool]) -> None:
+    """Make ``note(view, base, step)`` and ``write(box, new) -> handled`` the boxes' view
+    tracking (tracked/views.py; called once by the package's ``__init__``)."""
+    _view_hooks.note = note
+    _view_hooks.write = write
 
 
 def call(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -558,7 +534,7 @@ def value(t: Tracked) -> Any:
     v = t._value
     if type(v) is np.ndarray and type(t._node) is Node and v.flags.writeable:
         node = t._node
-        if node.prim is not None and node.args is not None:
+        if node.prim is not None and not _tape.released(node):
             _tape.protect(node, [v])
     return v
 
@@ -575,9 +551,10 @@ def box(ans: Any, node: Node) -> 'Boxed':
 # The tracked types
 # --------------------------------------------------------------------------
 
-def _binop(uf: np.ufunc) -> tuple[Callable[['Tracked', Any], Any],
-                                  Callable[['Tracked', Any], Any]]:
-    """``__op__`` and ``__rop__`` for ufunc ``uf``, with the tracked operand at ``pos``."""
+def _binop(uf: np.ufunc, op: Callable[[Any, Any], Any]
+           ) -> tuple[Callable[['Tracked', Any], Any], Callable[['Tracked', Any], Any]]:
+    """``__op__`` and ``__rop__`` for ufunc ``uf`` (Python's operator ``op``), with the
+    tracked operand at ``pos``."""
     def make(pos: int) -> Callable[['Tracked', Any], Any]:
         bit, slot = 1 << pos, pos + 1       # this parent's bit, its Primitive.fast slot
         def method(self: Tracked, other: Any) -> Any:
@@ -587,9 +564,14 @@ def _binop(uf: np.ufunc) -> tuple[Callable[['Tracked', Any], Any],
             node = self._node
             v = self._value
             scalar = type(other) in _REAL_SCALARS
-            if not scalar and type(other) in _SEQUENCES:
-                other = _sequence_operand(other)    # a pullback must never see a list
             both = not scalar and isinstance(other, Tracked)
+            if not (scalar or both) and type(other) is not _ndarray:
+                if type(other) in _SEQUENCES:
+                    other = _sequence_operand(other)    # a pullback must never see a list
+                elif _FOREIGN_KINDS.get(type(other)) is not _NOT_FOREIGN:  # SciPy's sparse
+                    out = foreign_operation(op, self, other, pos == 1)
+                    if out is not None:
+                        return out
             if not (_tape.special_threads or both or isinstance(v, Tracked)):
                 prim = _RULES.get(uf)
                 if type(prim) is _Primitive:
@@ -639,6 +621,72 @@ def _binop(uf: np.ufunc) -> tuple[Callable[['Tracked', Any], Any],
 
 
 _SEQUENCES = (list, tuple)
+_ndarray = np.ndarray
+
+
+# --------------------------------------------------------------------------
+# Operands NumPy cannot take (a SciPy sparse matrix): register_foreign_operand
+# --------------------------------------------------------------------------
+
+_OWN_OPERATORS = object()   # a type with ``__array_ufunc__ = None``: its operators decide
+_NOT_FOREIGN = object()     # NumPy takes it (np.float32(2), complex): the common case
+_FOREIGN: list[tuple[Callable[[type], bool], Callable[[Any], Any]]] = []
+# operand type -> converter, _OWN_OPERATORS or _NOT_FOREIGN (a dict lookup per operation)
+_FOREIGN_KINDS: dict[type, Any] = {}
+_DISPATCHERS: list[Callable[[Any, Any], Any]] = []
+
+
+def register_foreign_operand(accepts: Callable[[type], bool], convert: Callable[[Any], Any],
+                             dispatcher: Callable[[Any, Any], Any] | None = None) -> None:
+    """Let the operators of tracked values (``x @ A``, ``A @ x``, ``x * A``, ...) take
+    operands of the types ``accepts(type)`` admits, which NumPy cannot convert:
+    ``convert(A)`` gives an object whose operators take tracked values (its type sets
+    ``__array_ufunc__ = None``, NumPy's sign that its operators decide, which tracked
+    values honour as arrays do).  ``dispatcher(frame, x)`` answers library code that
+    asks ``np.asarray`` for tracked ``x`` only to decide how to dispatch (to return
+    ``NotImplemented`` on a 0-d object array, so that Python calls ``x``'s reflected
+    operator): the array ``Tracked.__array__`` gives it, or None for any other caller,
+    which gets the ``ConversionError``.
+
+    >>> import numpy as np, tracked as tr
+    >>> class Twice:
+    ...     __array_ufunc__ = None
+    ...     def __rmul__(self, x): return x * 2.0
+    >>> tr.gradient(lambda x: np.sum(x * Twice()), np.ones(2))
+    (array([2., 2.]),)
+    """
+    _FOREIGN.append((accepts, convert))
+    _FOREIGN_KINDS.clear()
+    if dispatcher is not None:
+        _DISPATCHERS.append(dispatcher)
+
+
+def foreign_operation(op: Callable[[Any, Any], Any], x: Tracked, other: Any,
+                      reflected: bool) -> Any:
+    """``x op other`` (``other op x`` if ``reflected``) for an operand ``other`` that NumPy
+    cannot take (see ``register_foreign_operand``), or NotImplemented for one whose own
+    operators decide; None when ``other`` is not such an operand."""
+    kind = _foreign_kind(type(other))
+    if kind is _NOT_FOREIGN:
+        return None
+    if kind is _OWN_OPERATORS:
+        return NotImplemented                   # Python calls other's operator
+    alt = kind(other)
+    return op(alt, x) if reflected else op(x, alt)
+
+
+def _foreign_kind(t: type) -> Any:
+    """How an operator of a tracked value takes an operand of type ``t`` that is neither
+    a Python float, an array, a tracked value nor a list (see ``register_foreign_operand``),
+    remembered per type."""
+    kind = _FOREIGN_KINDS.get(t)
+    if kind is None:
+        if getattr(t, '__array_ufunc__', 0) is None:
+            kind = _OWN_OPERATORS
+        else:
+            kind = next((convert for accepts, convert in _FOREIGN if accepts(t)), _NOT_FOREIGN)
+        _FOREIGN_KINDS[t] = kind
+    return kind
 
 
 def _sequence_operand(x: Sequence[Any]) -> np.ndarray:
@@ -653,7 +701,12 @@ def _sequence_operand(x: Sequence[Any]) -> np.ndarray:
 
 def _inplace(uf: np.ufunc) -> Callable[['Tracked', Any], 'Tracked']:
     def method(self: Tracked, other: Any) -> Tracked:
-        self._mutate(call(uf, self, other))
+        new = call(uf, self, other)
+        if getattr(self._value, 'ndim', 0) == 0:
+            # A number is a value (API.md section 3): n += 1 rebinds, as for Python's
+            # and NumPy's scalars, also for a leaf (a float or int argument)
+            return new
+        self._mutate(new)
         return self
     return method
 
@@ -681,6 +734,15 @@ class Tracked:
     # Held in the subclasses' slots (annotations only):
     _node: Any                  # its tape ``Node`` (forward mode's ``Dual``: a ``DualLevel``)
     _value: Any                 # its value: plain, or tracked at a lower level
+    _alias: Any                 # views.py: the Alias it shares memory in (unset: none)
+    _chain: Any                 # views.py: the view steps from its Alias's root
+
+    @property
+    def _numba_type_(self) -> Any:
+        """numba's hook for the type of an argument: refuses, naming the compiled function
+        (``conversions.numba_type``).  Read by numba only: ``import tracked`` never
+        imports numba."""
+        return numba_type(self)
 
     def _as_int(self) -> Tracked:
         """This 0-d integer value as a ``TrackedInt`` (integer arithmetic, ``IntBehaviour``)."""
@@ -770,7 +832,11 @@ class Tracked:
                         f'for its value, or the model itself (a tree of plain arrays), '
                         f'and differentiate where it arrives.')
 
-    def __array__(self, *args: Any, **kwargs: Any) -> NoReturn:
+    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        for dispatcher in _DISPATCHERS:          # see register_foreign_operand
+            answer = dispatcher(sys._getframe(1), self)
+            if answer is not None:
+                return answer
         raise conversion_error()
 
     # -- concretisation (guards in recorded tapes) ---------------------------
@@ -813,7 +879,10 @@ class Tracked:
             return self._concrete(kind)
         if _formatting_as_text(sys._getframe(2)):
             return plain(self)
-        raise TypeError(_conversion_message(call))
+        caller = library_caller(2)          # SciPy's quad, brentq, ...: name the one called
+        raise TypeError(_conversion_message(call) if caller is None else
+                        f'{caller[0]} calls {call} on a tracked value.{caller[1]} '
+                        f'{_conversion_message(call)}')
 
     def __index__(self) -> int:
         value = self._concrete('index')
@@ -868,14 +937,14 @@ class Tracked:
         return call(func, *args, **kwargs)
 
     # -- operators ------------------------------------------------------------
-    __add__, __radd__ = _binop(np.add)
-    __sub__, __rsub__ = _binop(np.subtract)
-    __mul__, __rmul__ = _binop(np.multiply)
-    __truediv__, __rtruediv__ = _binop(np.true_divide)
-    __pow__, __rpow__ = _binop(np.power)
-    __matmul__, __rmatmul__ = _binop(np.matmul)
-    __mod__, __rmod__ = _binop(np.remainder)
-    __floordiv__, __rfloordiv__ = _binop(np.floor_divide)
+    __add__, __radd__ = _binop(np.add, operator.add)
+    __sub__, __rsub__ = _binop(np.subtract, operator.sub)
+    __mul__, __rmul__ = _binop(np.multiply, operator.mul)
+    __truediv__, __rtruediv__ = _binop(np.true_divide, operator.truediv)
+    __pow__, __rpow__ = _binop(np.power, operator.pow)
+    __matmul__, __rmatmul__ = _binop(np.matmul, operator.matmul)
+    __mod__, __rmod__ = _binop(np.remainder, operator.mod)
+    __floordiv__, __rfloordiv__ = _binop(np.floor_divide, operator.floordiv)
     __iadd__ = _inplace(np.add)
     __isub__ = _inplace(np.subtract)
     __imul__ = _inplace(np.multiply)
@@ -923,8 +992,11 @@ class Tracked:
                 # value, recorded without classifying the index or apply's search for
                 # tracked arguments (a third of the cost of x[1:]).
                 node = self._node
-                return record(_FAST['slice'], (v, idx), _NOKW, v[idx], ((0, node),), _KEY_X,
-                              node.level)
+                t = record(_FAST['slice'], (v, idx), _NOKW, v[idx], ((0, node),), _KEY_X,
+                           node.level)
+                if node.prim is not None:            # a leaf's views are refused writes
+                    _view_hooks.note(t, self, (_FAST['slice'], (idx,), _NOKW))
+                return t
         else:                                   # (_plain_index leaves a slice as it is)
             idx = plain_index(self, idx)
         return call(operator.getitem, self, idx)
@@ -937,19 +1009,15 @@ class Tracked:
         """Point this box at ``new``'s entry: in-place syntax, functional recording.
 
         The old entry stays on the tape untouched, so pullbacks that saved the old
-        value stay correct.  What cannot be made correct is refused: a leaf (its
-        gradient buffer would silently detach) and memory shared with a view
-        (NumPy would change the other array too, the tape would not).
+        value stay correct.  A box sharing memory with others (a view, or the base of
+        live views) changes them all as NumPy would (``views.write``).  Refused: a
+        leaf (its gradient buffer would silently detach) and the views of one.
         """
         node = self._node
         if node.prim is None:
             raise ValueError('in-place change of a leaf made by tr.param: the tape cannot '
                              'record it. Update its value with tr.data(x)[...] = ..., or '
                              'compute a new array (y = x + v).')
-        if getattr(node.prim, 'view', False):
-            raise ValueError(VIEW_WRITE)
-        if _live_views(node, self._value, idx):
-            raise ValueError(LIVE_VIEW_WRITE)
         if not isinstance(new, Tracked):
             raise TypeError('in-place operation produced an untracked value')
         if new.dtype != self.dtype:
@@ -957,6 +1025,11 @@ class Tracked:
         if new.shape != self.shape:
             raise ValueError(f'in-place operation would change the shape from {self.shape} '
                              f'to {new.shape}')
+        alias = getattr(self, '_alias', None)
+        if alias is not None and _view_hooks.write(self, new):
+            return
+        if alias is None and getattr(node.prim, 'view', False):
+            raise ValueError(LEAF_VIEW_WRITE if leaf_root(node) is not None else VIEW_WRITE)
         self._node = new._node
         self._value = new._value
 
@@ -1009,8 +1082,9 @@ class Tracked:
 
 
 class Boxed(Tracked):
-    """The slots of the tracked array types."""
-    __slots__ = ('_node', '_value', '__weakref__')
+    """The slots of the tracked array types (``_alias``, ``_chain``: unset unless the box
+    shares memory with others, see views.py)."""
+    __slots__ = ('_node', '_value', '__weakref__', '_alias', '_chain')
 
 
 class TrackedArray(Boxed):
@@ -1129,7 +1203,7 @@ class IntBehaviour(_Mixin):
     def __complex__(self) -> complex:
         return complex(int(self))
 
-    def __array__(self, dtype: npt.DTypeLike | None = None,  # type: ignore[override]
+    def __array__(self, dtype: npt.DTypeLike | None = None,
                   copy: bool | None = None) -> np.ndarray:
         return np.asarray(int(self), dtype=dtype)
 
@@ -1474,3 +1548,4 @@ def back(y: Tracked, dy: npt.ArrayLike | None = None, retain_graph: bool = False
                 g.add_into(buf)         # slices of a parameter: no zero-filled copy
             else:
                 buf += plain(g)
+

@@ -21,7 +21,9 @@ import types
 
 log = logging.getLogger('mkdocs.hooks.check_reference')
 
-SUBMODULES = ('tracked.autograd', 'tracked.distributed', 'tracked.scipy.special',
+SUBMODULES = ('tracked.autograd', 'tracked.autograd.extend', 'tracked.autograd.test_util',
+              'tracked.autograd.misc.flatten', 'tracked.autograd.misc.optimizers',
+              'tracked.autograd.scipy.signal', 'tracked.distributed', 'tracked.scipy.special',
               'tracked.scipy.stats', 'tracked.scipy.linalg', 'tracked.scipy.signal',
               'tracked.scipy.integrate')
 CONTAINERS = ('tracked.numpy', 'tracked.scipy') + SUBMODULES   # documented as modules too

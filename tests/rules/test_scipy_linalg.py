@@ -7,7 +7,9 @@ import pytest
 sla = pytest.importorskip('scipy.linalg')
 
 import tracked as tr                                    # noqa: E402
+from tracked.rules import scipy_linalg as rules         # noqa: E402
 from tracked.scipy import linalg as tla                 # noqa: E402
+from tracked.scipy import stats as tst                  # noqa: E402
 
 from .harness import arg, case, parametrize     # noqa: E402
 
@@ -39,6 +41,29 @@ def st(*args, **kw):
     return case(lambda a, b: tla.solve_triangular(a + 3 * np.eye(np.shape(a)[-1]), b, **kw),
                 *args, covers=sla.solve_triangular, order=COMPLEX_ORDER if cplx else 2,
                 name=f'solve_triangular({",".join(map(_spec, args))},{kw})')
+
+
+def small(s):
+    return arg(s, -1.0, 1.0) if isinstance(s, tuple) else s
+
+
+def sylvester(*args):
+    args = tuple(map(small, args))
+    cplx = any(not isinstance(s, tuple) and np.dtype(s.dtype).kind == 'c' for s in args)
+    # b's eigenvalues kept away from -a's (the equation is singular where they meet)
+    return case(lambda a, b, q: tla.solve_sylvester(a, b + 3 * np.eye(np.shape(b)[-1]), q),
+                *args, covers=sla.solve_sylvester, order=COMPLEX_ORDER if cplx else 2,
+                name=f'solve_sylvester({",".join(map(_spec, args))})')
+
+
+def banded(l_and_u, ab, b):
+    """A solve_banded case; the stored diagonal (row u of ab) is kept away from zero."""
+    lower, upper = l_and_u
+    ab = small(ab)
+    shift = np.zeros(ab.shape[-2:])
+    shift[upper] = 4.0
+    return case(lambda ab, b: tla.solve_banded(l_and_u, ab + shift, b), ab, b,
+                covers=sla.solve_banded, name=f'solve_banded({l_and_u},{_spec(ab)},{_spec(b)})')
 
 
 CASES = [
@@ -81,6 +106,28 @@ CASES = [
       for lo in (True, False) for b in ((3,), (3, 2))],
     case(lambda a: tla.cho_solve(tla.cho_factor(spd(a)), B3), (3, 3), covers=sla.cho_solve,
          name='cho_solve((3,3),constant b)'),
+    # solve_sylvester: real, complex, mixed, batched, a 1x1 trailing matrix
+    *[sylvester(a, b, q) for a, b, q in [
+        ((3, 3), (2, 2), (3, 2)), ((2, 2), (2, 2), (2, 2)), ((3, 3), (1, 1), (3, 1)),
+        (carg((3, 3)), carg((2, 2)), carg((3, 2))), ((3, 3), (2, 2), carg((3, 2))),
+        (carg((2, 2)), (3, 3), (2, 3)), ((2, 3, 3), (2, 2), (3, 2)),
+        ((2, 3, 3), (2, 2, 2), (2, 3, 2))]],
+    # solve_banded: tridiagonal (LAPACK's gtsv), general bands (gbsv), diagonal, 1x1,
+    # vector and matrix b, complex, a stack of bands
+    *[banded(lu, (sum(lu) + 1, n), b) for lu, n, b in [
+        ((1, 1), 5, (5,)), ((1, 1), 4, (4, 2)), ((2, 1), 6, (6,)), ((0, 2), 5, (5, 3)),
+        ((2, 0), 4, (4,)), ((0, 0), 3, (3, 2)), ((1, 2), 1, (1,))]],
+    banded((1, 1), carg((3, 5)), carg((5,))), banded((2, 1), carg((4, 4)), (4, 2)),
+    banded((1, 1), (3, 5), carg((5, 2))), banded((1, 1), (2, 3, 4), (2, 4, 2)),
+    # the pseudo-determinant (scipy.stats' _PSD) through multivariate_normal: cov = F F^T
+    # keeps its rank (r = F's columns) for every F, so differences along F are exact
+    *[case(lambda f: tst.multivariate_normal.entropy(cov=f @ f.T), s, covers=rules.psd_log_pdet,
+           name=f'multivariate_normal.entropy(F F^T, F {s})') for s in ((3, 3), (3, 2), (4, 1))],
+    *[case(lambda f, m, z: tst.multivariate_normal.logpdf(m + z @ f.T, m, f @ f.T,
+                                                          allow_singular=True),
+           (d, r), (d,), (n, r), covers=rules.psd_log_pdet,
+           name=f'multivariate_normal.logpdf(allow_singular, rank {r} of {d}, {n} points)')
+      for d, r, n in ((3, 2, 4), (3, 3, 2), (4, 1, 3))],
 ]
 
 
@@ -238,3 +285,74 @@ def test_svd_qr_lstsq_spellings():
     assert [q.shape for q in tla.qr(m, mode='economic')] == [(4, 3), (3, 3)]
     assert tr.gradcheck(lambda a: tla.qr(a, mode='r')[0], m)
     np.testing.assert_allclose(tla.lstsq(m, np.ones(4))[0], sla.lstsq(m, np.ones(4))[0], rtol=1e-10)
+
+
+# --------------------------------------------------------------------------
+# solve_sylvester and solve_banded
+# --------------------------------------------------------------------------
+
+def _complex(*shape):
+    return RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)
+
+
+@pytest.mark.parametrize('dtype', [float, complex])
+def test_solve_sylvester_matches_scipy_and_its_adjoint(dtype):
+    a, b, q = (RNG.standard_normal(s).astype(dtype) for s in ((3, 3), (2, 2), (3, 2)))
+    b = b + 3 * np.eye(2)
+    x = tla.solve_sylvester(tr.param(a), b, q)
+    np.testing.assert_allclose(x.data, sla.solve_sylvester(a, b, q), rtol=1e-12)
+    # <G, X(Q)> = <Y, Q> with Y the solution of a^H Y + Y b^H = G
+    g = RNG.standard_normal((3, 2))
+    (gq,) = tr.gradient(lambda q: np.real(np.sum(g * tla.solve_sylvester(a, b, q))), q)
+    np.testing.assert_allclose(gq, sla.solve_sylvester(a.conj().T, b.conj().T, g), rtol=1e-12)
+    np.testing.assert_allclose(tla.solve_sylvester(a[None], b, np.stack([q, 2 * q])),
+                               np.stack([sla.solve_sylvester(a, b, q)] * 2) * [[[1]], [[2]]],
+                               rtol=1e-12)
+
+
+def test_solve_sylvester_of_real_matrices_and_a_complex_right_hand_side():
+    # SciPy 1.17 gets this wrong when a real matrix has complex eigenvalues (its real
+    # Schur form meets LAPACK's complex solver); tracked solves it in complex numbers
+    a, b, q = np.array([[0.0, -1.0], [1.0, 0.0]]), np.array([[3.0]]), np.array([[1j], [0.0]])
+    x = tla.solve_sylvester(tr.param(a), b, q).data
+    np.testing.assert_allclose(a @ x + x @ b, q, atol=1e-14)
+    assert tr.gradcheck(lambda a, b, q: np.abs(tla.solve_sylvester(a, b, q)) ** 2, a, b,
+                        _complex(2, 1))
+
+
+@pytest.mark.parametrize('l_and_u, n, b', [((1, 1), 5, (5,)), ((2, 1), 6, (6, 2)),
+                                            ((0, 3), 5, (5,)), ((0, 0), 1, (1, 3))])
+def test_solve_banded_matches_scipy_and_zeroes_the_unused_corners(l_and_u, n, b):
+    lower, upper = l_and_u
+    ab, rhs = _complex(lower + upper + 1, n), _complex(*b)
+    ab[upper] += 5
+    np.testing.assert_allclose(tla.solve_banded(l_and_u, tr.param(ab), rhs).data,
+                               sla.solve_banded(l_and_u, ab, rhs), rtol=1e-12)
+    (g,) = tr.gradient(lambda ab: np.sum(np.abs(tla.solve_banded(l_and_u, ab, rhs)) ** 2), ab)
+    i = np.arange(n) + np.arange(lower + upper + 1)[:, None] - upper      # ab[r, j] is A[i, j]
+    unused = (i < 0) | (i >= n)
+    assert np.all(g[unused] == 0) and np.all(g[~unused] != 0)
+    # the gradient at the stored entries is the dense one: -(A^-H gx) x^H at A[i, j]
+    dense = np.zeros((n, n), complex)
+    rows, cols = np.nonzero(~unused)
+    dense[i[rows, cols], cols] = ab[rows, cols]
+    (gd,) = tr.gradient(lambda a: np.sum(np.abs(np.linalg.solve(a, rhs)) ** 2), dense)
+    np.testing.assert_allclose(g[rows, cols], gd[i[rows, cols], cols], rtol=1e-10)
+
+
+def test_solve_banded_second_order_and_tapes():
+    ab = RNG.standard_normal((4, 6))
+    ab[1] += 5
+
+    def f(ab, b):
+        return np.sum(tla.solve_banded((2, 1), ab, b) ** 3)
+    b = RNG.standard_normal(6)
+    assert tr.gradcheck(f, ab, b, order=3)
+    hb = tr.hessian(lambda b: f(ab, b), b)
+    np.testing.assert_allclose(hb, tr.hessian_reverse(lambda b: f(ab, b), b), rtol=1e-10)
+    tape = tr.GradientTape(f, ab, b)
+    ctape = tr.compile(tape, background=False)
+    ab2, b2 = ab + 0.1 * RNG.standard_normal((4, 6)), RNG.standard_normal(6)
+    for t in (tape, ctape):
+        for got, want in zip(t.gradient(ab2, b2), tr.gradient(f, ab2, b2)):
+            np.testing.assert_allclose(got, want, rtol=1e-10)

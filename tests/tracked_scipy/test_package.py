@@ -14,31 +14,36 @@ sys.modules['scipy'] = None            # as if SciPy were not installed
 import numpy as np
 import tracked as tr
 assert tr.gradient(lambda x: np.sum(np.sin(x)), np.zeros(2))[0].tolist() == [1.0, 1.0]
-try:
-    import tracked.scipy
-except ImportError as e:
-    print(e)
+for name in ('tracked.scipy', 'tracked.scipy.sparse'):
+    try:
+        __import__(name)
+    except ImportError as e:
+        print(e)
 '''
 
 
 def test_tracked_imports_without_scipy_and_tracked_scipy_names_the_extra():
     out = subprocess.run([sys.executable, '-c', WITHOUT_SCIPY], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
-    assert "pip install 'tracked[scipy]'" in out
+    assert out.count("pip install 'tracked[scipy]'") == 2
 
 
 def test_layout_mirrors_scipy():
     pytest.importorskip('scipy')
     import scipy.optimize
     import tracked.scipy as tsc
-    from tracked.scipy import special, stats, linalg, signal, integrate   # noqa: F401
+    import scipy.sparse.csgraph
+    from tracked.scipy import special, stats, linalg, signal, integrate, sparse   # noqa: F401
     assert tsc.optimize is scipy.optimize
-    assert {'special', 'stats', 'linalg', 'signal', 'integrate'} <= set(dir(tsc))
+    assert {'special', 'stats', 'linalg', 'signal', 'integrate', 'sparse'} <= set(dir(tsc))
+    assert sparse.linalg.spsolve.__module__ == 'tracked.scipy.sparse.linalg'
+    assert sparse.csgraph is scipy.sparse.csgraph and sparse.eye_array is scipy.sparse.eye_array
     with pytest.raises(AttributeError):
         tsc.no_such_subpackage
 
 
-@pytest.mark.parametrize('name', ['special', 'stats', 'linalg', 'signal', 'integrate'])
+@pytest.mark.parametrize('name', ['special', 'stats', 'linalg', 'signal', 'integrate', 'sparse',
+                                  'sparse.matrix', 'sparse.linalg'])
 def test_doctests(name):
     import doctest
     import importlib

@@ -240,3 +240,127 @@ def test_hierarchical_model_hessian_on_recorded_tape():
     np.testing.assert_allclose(h, h.T, rtol=1e-10)
     np.testing.assert_allclose(tr.HessianTape(logpost, theta).hessian(theta), h, rtol=1e-10)
     assert tr.gradcheck(logpost, theta)
+
+
+# --------------------------------------------------------------------------
+# multivariate_normal with a singular covariance (allow_singular=True), entropy
+# --------------------------------------------------------------------------
+
+def _singular(d=3, r=2, seed=4):
+    """A rank-r covariance F F^T, a mean, and points on and off its support."""
+    rng = np.random.default_rng(seed)
+    f, m = rng.standard_normal((d, r)), rng.standard_normal(d)
+    on = m + rng.standard_normal((5, r)) @ f.T
+    return f, m, on, on + 0.1 * rng.standard_normal((5, d))
+
+
+@pytest.mark.parametrize('d, r', [(3, 2), (4, 1), (3, 3), (2, 1)])
+def test_singular_multivariate_normal_matches_scipy(d, r):
+    f, m, on, off = _singular(d, r)
+    c, x = f @ f.T, np.vstack([on, off])
+    for args in [(x, m, c), (on[0], m, c), (x, None, c)]:
+        mine = ts.multivariate_normal.logpdf(tr.param(args[0]), *args[1:], allow_singular=True)
+        theirs = st.multivariate_normal.logpdf(*args, allow_singular=True)
+        np.testing.assert_array_equal(np.isinf(tr.data(mine)), np.isinf(theirs))
+        np.testing.assert_allclose(tr.data(mine), theirs, rtol=1e-12)
+    np.testing.assert_allclose(ts.multivariate_normal(m, c, allow_singular=True).pdf(x),
+                               st.multivariate_normal(m, c, allow_singular=True).pdf(x),
+                               rtol=1e-12)
+    assert (r < d) == bool(np.isinf(ts.multivariate_normal.logpdf(off, m, c,
+                                                                   allow_singular=True)).all())
+    for mean, cov in ((None, c), (None, 2.5), (np.zeros(3), np.array([1.0, 0.0, 3.0])),
+                      (None, np.diag([2.0, 0.0]))):
+        np.testing.assert_allclose(tr.data(ts.multivariate_normal.entropy(mean, tr.param(cov))),
+                                   st.multivariate_normal.entropy(mean, cov), rtol=1e-12)
+    np.testing.assert_allclose(ts.multivariate_normal(m, c, allow_singular=True).entropy(),
+                               st.multivariate_normal(m, c, allow_singular=True).entropy(),
+                               rtol=1e-12)
+
+
+def test_singular_multivariate_normal_raises_as_scipy():
+    f, m, on, _ = _singular()
+    c = f @ f.T
+    with pytest.raises(np.linalg.LinAlgError):
+        ts.multivariate_normal(m, c).entropy()          # frozen without allow_singular
+    with pytest.raises(ValueError, match='positive semidefinite'):
+        ts.multivariate_normal.logpdf(on, m, -c, allow_singular=True)
+
+
+def _fold(s):
+    """A symmetric gradient as the lower triangle reads it."""
+    return np.tril(s + s.T) - np.diag(np.diag(s))
+
+
+def test_singular_multivariate_normal_gradients_on_the_support():
+    # logpdf = -1/2 (r log 2 pi + log pdet C + d^T P d), P = pinv(C), d = x - mean:
+    # d/dx = -P d lies in range(C); d/dC = 1/2 (P d d^T P - P), read on the lower triangle
+    f, m, on, off = _singular()
+    c, x = f @ f.T, on[0]
+    p, dev = np.linalg.pinv(c), on[0] - m
+    gx, gm, gc = tr.gradient(lambda x, m, c: ts.multivariate_normal.logpdf(
+        x, m, c, allow_singular=True), x, m, c)
+    np.testing.assert_allclose(gx, -p @ dev, atol=1e-12)
+    np.testing.assert_allclose(gm, p @ dev, atol=1e-12)
+    np.testing.assert_allclose(gx, c @ np.linalg.pinv(c) @ gx, atol=1e-12)   # in range(C)
+    np.testing.assert_allclose(gc, _fold(0.5 * (p @ np.outer(dev, dev) @ p - p)), atol=1e-10)
+    (ge,) = tr.gradient(lambda c: ts.multivariate_normal.entropy(cov=c), c)
+    np.testing.assert_allclose(ge, _fold(0.5 * p), atol=1e-12)
+    # off the support the density is 0: no gradient
+    g0 = tr.gradient(lambda x: ts.multivariate_normal.logpdf(x, m, c, allow_singular=True),
+                     off[0])[0]
+    np.testing.assert_array_equal(g0, 0.0)
+
+
+def _rank_keeping(c, b):
+    """A curve C(t) = (I + t B) C (I + t B)^T of covariances of C's rank."""
+    return lambda t: (np.eye(3) + t * b) @ c @ (np.eye(3) + t * b).T
+
+
+def test_singular_multivariate_normal_second_order_along_rank_keeping_directions():
+    f, m, on, _ = _singular()
+    rng = np.random.default_rng(5)
+    b, u = rng.standard_normal((3, 3)), rng.standard_normal(2)
+    curve = _rank_keeping(f @ f.T, b)
+
+    def along(t):     # the point moves with the support: x(t) = m + (I + t B) F u
+        return ts.multivariate_normal.logpdf(m + (np.eye(3) + t * b) @ f @ u, m, curve(t),
+                                             allow_singular=True)
+
+    def entropy(t):
+        return ts.multivariate_normal.entropy(cov=curve(t))
+    h = 1e-4
+    for fn in (along, entropy):
+        fd1 = (fn(h) - fn(-h)) / (2 * h)
+        fd2 = (fn(h) - 2 * fn(0.0) + fn(-h)) / h ** 2
+        np.testing.assert_allclose(tr.gradient(fn, 0.0)[0], fd1, rtol=1e-7)
+        np.testing.assert_allclose(tr.jvp(fn, (0.0,), (1.0,))[1], fd1, rtol=1e-7)
+        np.testing.assert_allclose(tr.gradient(lambda t: tr.gradient(fn, t)[0], 0.0)[0], fd2,
+                                   rtol=1e-5)
+        np.testing.assert_allclose(tr.hessian(fn, 0.0), fd2, rtol=1e-5)
+    # in the factor F and the mean: Hessians (forward over reverse, reverse over reverse)
+    # and a tape recorded at one F replayed at another
+
+    def loss(fz):
+        return ts.multivariate_normal.logpdf(m + np.reshape(fz, (3, 2)) @ u, m,
+                                             np.reshape(fz, (3, 2)) @ np.reshape(fz, (3, 2)).T,
+                                             allow_singular=True)
+    assert tr.gradcheck(loss, f.ravel())
+    np.testing.assert_allclose(tr.hessian(loss, f.ravel()), tr.hessian_reverse(loss, f.ravel()),
+                               rtol=1e-8, atol=1e-10)
+    tape = tr.GradientTape(loss, f.ravel())
+    f2 = f.ravel() + 0.1 * rng.standard_normal(6)
+    np.testing.assert_allclose(tape.gradient(f2)[0], tr.gradient(loss, f2)[0], rtol=1e-10)
+    assert tr.gradcheck(lambda f: ts.multivariate_normal.entropy(cov=f @ f.T), f, order=3)
+
+
+def test_allow_singular_with_a_full_rank_covariance_is_the_usual_density():
+    rng = np.random.default_rng(6)
+    a, m, x = rng.standard_normal((3, 3)), rng.standard_normal(3), rng.standard_normal((4, 3))
+    c = a @ a.T + np.eye(3)
+
+    def both(c, singular):
+        return np.sum(ts.multivariate_normal.logpdf(x, m, c, allow_singular=singular))
+    np.testing.assert_allclose(tr.gradient(lambda c: both(c, True), c)[0],
+                               tr.gradient(lambda c: both(c, False), c)[0], rtol=1e-9)
+    np.testing.assert_allclose(tr.hessian(lambda c: both(c, True), c),
+                               tr.hessian(lambda c: both(c, False), c), rtol=1e-7, atol=1e-10)

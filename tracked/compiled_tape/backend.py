@@ -161,8 +161,12 @@ class AutoCompiled(ADType):
                 val, grads = _replay(tape, tape_args, tape_out)
             except TapeGuardError:
                 continue
-            if n:
-                tapes.insert(0, tapes.pop(n))  # the path taken last is tried first
+            if n:                              # the path taken last is tried first
+                try:                           # (not pop(n): another thread may be
+                    tapes.remove(tape)         # moving it, and n be out of date)
+                    tapes.insert(0, tape)
+                except ValueError:
+                    pass
             return val, _own(grads, args, dynamic, out)
         try:
             tape = GradientTape(entry[0], *tape_args, wrt=positions)

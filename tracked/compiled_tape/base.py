@@ -10,6 +10,7 @@ other call, and every call that needs more than the common case, comes here.
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -21,7 +22,7 @@ from .guards import Guard, TapeGuardError
 from .plan import Fallback
 from .program import Program
 from .record import Instr, Recorder
-from .signature import as_input, check_leaves, leaf_spec
+from .signature import aliased_out_error, as_input, check_leaves, leaf_spec
 from .tiers import CompileError, Tiering
 from .trees import flatten_args, arg_leaves
 
@@ -70,13 +71,20 @@ class Tape:
         self.compiled: CompiledProgram | None = None
         self._compile_mode: str | None = None    # None, 'foreground' or 'background'
         self._tiering: Tiering | None = None
+        self._now = self._public = self          # see _retrace
         self._record(args)
 
     # -- recording ------------------------------------------------------------
-    def _record(self, args):
+    def _record(self, args, given=frozenset()):
         """Record ``f`` on ``args``: their tree, leaf specs and generated checker; the
         program (forward and backward passes, guards); the output layout.  Run again on
-        a retrace, which also recompiles a compiled tape."""
+        a retrace, which also recompiles a compiled tape.
+
+        Integer arrays in ``wrt`` are differentiated as float64, as ``tr.gradient``
+        does; those that got no derivative (labels, indices) are then recorded again
+        as ``given``: integer inputs of the tape, like bool arrays, so that the program
+        reads them as ``f`` would (labels as integers: no check that float labels are
+        whole numbers, cast-free kernels)."""
         leaves, arg_defs = flatten_args(args)
         self.arg_defs = arg_defs                   # one TreeDef per argument
         self.treedef = tuple_def(arg_defs)         # the argument tuple as one tree
@@ -85,7 +93,8 @@ class Tape:
         per_arg = arg_leaves(arg_defs)
         diff: set[int] = set()
         for a in self.wrt:
-            diff.update(p for p in per_arg[a] if self.specs[p][1].kind in 'fiuc')
+            diff.update(p for p in per_arg[a] if self.specs[p][1].kind in 'fiuc'
+                        and p not in given)
         self.diff = sorted(diff)
         self._diffset = frozenset(diff)
         self.has_int_diff = any(self.specs[p][1].kind in 'iu' and self.specs[p][0] != ()
@@ -114,11 +123,16 @@ class Tape:
             outputs = self._trace(rec, inputs)
         finally:
             pop_recorder(rec)
+        underived = frozenset(p for p in diff if self.specs[p][1].kind in 'iu' and
+                              self.specs[p][0] != () and not self._derived(p))
+        if underived:
+            self._record(args, given | underived)
+            return
         self.program = Program(rec, outputs)
         self.n_outputs = len(outputs)
         self.out_specs, self.placements = self._layout()
-        for name in ('_out_checker', '_out_checked', '_out_last'):
-            self.__dict__.pop(name, None)
+        self.__dict__.pop('_out_checker', None)
+        self._outs: dict[Any, Any] = {}            # out= trees checked (signature.out_leaves)
         self.compiled = None
         if self._compile_mode is not None:         # retraced: compile the new program
             self._start_compile(self._compile_mode == 'background')
@@ -140,6 +154,8 @@ class Tape:
         self.__dict__.update(state)
         self.compiled = None
         self._tiering = None
+        self._now = self._public = self
+        self._outs = {}
         self._checker = self.treedef.matcher(self._checks, distinct=self.per_arg)
         if self._compile_mode is not None:
             try:                 # in the foreground: a worker's first call uses it
@@ -153,9 +169,35 @@ class Tape:
                     f'uncompiled and replay it in NumPy.') from e
         self._install_calls()
 
-    def __copy__(self):                   # compile() copies: a plain shallow copy
+    def __copy__(self):
+        """A tape of its own (compile() copies) sharing the recording."""
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
+        new._now = new._public = new
+        new._outs = {}
+        return new
+
+    # -- threads: a recording is never changed under a call --------------------------
+    def _current(self):
+        """The tape's recording now: the object whose attributes a call reads (the tape
+        itself until a retrace; see ``_retrace``)."""
+        return self._public._now
+
+    def _retrace(self, args):
+        """Record ``f`` again on ``args`` (a guard failed) and make the new recording the
+        tape's whole state at once; returns it.
+
+        Calls under way in other threads finish on the recording they started with:
+        each reads one (``_current()``) and keeps it.  Re-recording in place would
+        change the program, its outputs and the compiled code under them, between one
+        attribute and the next.  The new recording is a copy whose attribute dict the
+        tape then takes as its own (one assignment).
+        """
+        new = copy.copy(self)
+        new._record(args)
+        pub = self._public
+        new._public = pub
+        pub.__dict__ = new.__dict__
         return new
 
     # -- compiling ------------------------------------------------------------------
@@ -187,6 +229,11 @@ class Tape:
         if self._tiering is tiering and self.program is prog.program:
             self.compiled = prog
             self._install_calls()
+
+    def _derived(self, p):
+        """Whether differentiated leaf ``p`` has a derivative among the outputs (a
+        Jacobian has a column for each, zeros or not)."""
+        return True
 
     def _install_calls(self):
         """Install the generated calls of the current state (GradientTape: calls.py)."""
@@ -228,8 +275,7 @@ class Tape:
         giving the other outputs by index."""
         c = self.compiled
         if c is not None:
-            c.run(leaves, outs)
-            return c.getter(leaves, outs)
+            return c.run(leaves, outs).__getitem__
         vals = self.program.run(self._inputs(leaves))
         t = self._tiering
         if t is not None and not t.go.is_set():
@@ -257,22 +303,25 @@ class Tape:
                     type(x) is np.ndarray for x in leaves) else leaves
 
     def _run(self, args, outs=None):
-        """Check ``args`` and replay into ``outs`` (fresh arrays if None); retrace on a
-        failed guard if asked to.  Returns (getter of unplaced outputs, outs)."""
+        """Check ``args`` and replay this recording into ``outs`` (fresh arrays if None);
+        retrace on a failed guard if asked to.  Returns (the recording that answered,
+        getter of its unplaced outputs, outs)."""
         leaves = self._leaves(args)
         given = outs is not None
         if not given:
             outs = self._new_outs()
+        elif self.compiled is None:      # compiled: the entry refuses (vm.ALIASED)
+            _refuse_aliasing(leaves, outs)
         try:
-            return self._exec(leaves, outs), outs
+            return self, self._exec(leaves, outs), outs
         except TapeGuardError:
             if self.on_guard != 'retrace':
                 raise
-            self._record(args)
+            new = self._retrace(args)
             # the new path may produce other outputs (a gradient that is now None):
             # fresh buffers, or a clear error if the caller's out= no longer fits
-            outs = self._check_out(outs) if given else self._new_outs()
-            return self._exec(self._leaves(args), outs), outs
+            outs = new._check_out(outs) if given else new._new_outs()
+            return new, new._exec(new._leaves(args), outs), outs
 
     # -- printing ----------------------------------------------------------------
     @property
@@ -294,8 +343,16 @@ class Tape:
                 f'{len(self.program.instrs)} instructions, {len(self.program.guards)} guards>')
 
 
-# Per process: generated code, the compiled program, the background compilation.
-_PER_PROCESS = ('_checker', '_out_checker', '_out_checked', '_out_last', '_diffset_cache',
+def _refuse_aliasing(leaves, outs):
+    """A clear error if an ``out=`` array shares memory with an input array."""
+    for g in outs:
+        if any(type(x) is np.ndarray and np.may_share_memory(g, x) for x in leaves):
+            raise aliased_out_error()
+
+
+# Per process: generated code, the compiled program, the background compilation; the
+# recording's links (reset where the tape lands) and the out= trees it has checked.
+_PER_PROCESS = ('_checker', '_out_checker', '_outs', '_now', '_public', '_diffset_cache',
                 'compiled', '_tiering', 'gradient', 'withgradient')
 
 

@@ -188,6 +188,7 @@ class Memory:
 
     def __init__(self, program, leaf_specs, out_specs, placements):
         self.instrs = program.instrs
+        self.leaf_specs = leaf_specs
         self.storages: list[Storage | None] = [None] * len(self.instrs)  # per instruction
         self.arena = {}                      # dtype -> elements
         self.arena_init = []                 # (dtype, offset, flat values)
@@ -253,14 +254,22 @@ class Memory:
         return s
 
     def input(self, ins):
-        """The storage of input instruction ``ins``: its slot, or an arena scalar."""
+        """The storage of input instruction ``ins``: its slot, or an arena scalar.  An
+        integer array that the tape differentiates holds float64 on the tape: it gets
+        an arena region, and the storage of the leaf as given is returned for the
+        planner to convert it from (else None)."""
         shape, dtype = ins.shape, np.dtype(ins.dtype)
         if shape == ():
             s = self.arena_region(dtype, ())
             self.scalar_inputs.append((ins.pos, dtype, s.off))
-        else:
-            s = Storage('mem', dtype, 1 + self.leaf_slots[dtype].index(ins.pos), 0, shape)
-        self.storages[ins.i] = s
+            self.storages[ins.i] = s
+            return None
+        given = np.dtype(self.leaf_specs[ins.pos][1])
+        s = Storage('mem', given, 1 + self.leaf_slots[given].index(ins.pos), 0, shape)
+        if given == dtype:
+            self.storages[ins.i] = s
+            return None
+        self.storages[ins.i] = self.arena_region(dtype, shape)
         return s
 
     def layout(self, copies):

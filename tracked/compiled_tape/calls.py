@@ -10,30 +10,37 @@ generated matcher), write scalar inputs into the arena and call the numba entry
 once with every array.  The entry is compiled for exactly the recorded dtypes and
 dimensions (numba refuses others with a TypeError) and checks the shapes (-3):
 no leaf is tested in Python.  Anything else -- another signature, a failed guard,
-a step that runs in Python, an ``out=`` not seen before -- goes to the general
-path, which explains or handles it.
+a step that runs in Python, an ``out=`` array overlapping an input -- goes to the
+general path, which explains or handles it.
 
-For W4b (three array arguments) the generated ``withgradient`` reads::
+A call takes a frame (the arenas and the table the entry writes into: compiled.py)
+from the program's pool and gives it back, so threads sharing the tape never share
+memory they write.  For W4b (three array arguments) the generated ``withgradient``
+reads::
 
     def withgradient(*args, out=None):
         if out is None:
             g0 = empty(OS0, OD0)
-            try:
-                r = vm(T, *args, g0)
-            except TypeError:            # another dtype, ndim, layout or count
-                r = -3
-            if r == -1:
-                grads = (g0, None, None, )
-                return new(ValGrad, (AV[100], grads))
         else:
-            ol = LAST[1] if out is LAST[0] else out_leaves(tape, out)   # checked once
+            hit = OUTS.get(id(out))                 # out= trees checked once each
+            ol = hit[1] if hit is not None and hit[0] is out else out_leaves(tape, out)
             g0, = ol
-            try:
-                r = vm(T, *args, g0)
-            except TypeError:            # another dtype, ndim, layout or count
-                r = -3
-            if r == -1:
-                return new(ValGrad, (AV[100], out))
+        try:
+            S = POP()
+        except IndexError:                   # more calls under way than frames
+            S = FRAME()
+        try:
+            r = vm(S.T, *args, g0)
+            v = S.a[0][100]
+        except TypeError:                    # another dtype, ndim, layout or count
+            r = -3
+        finally:
+            PUSH(S)
+        if r == -1:
+            if out is None:
+                grads = (g0, None, None, )
+                return new(ValGrad, (v, grads))
+            return new(ValGrad, (v, out))
         return GENERAL(tape, *args, out=out)
 
 and ``gradient`` is the same without the value.
@@ -42,6 +49,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from .buffers import KERNEL_DTYPES
 from .signature import out_leaves
 from .trees import is_one_leaf, tree_literal, unflatten_args
 
@@ -66,18 +74,17 @@ def call_source(tape):
     """``(source, globals)`` of the generated calls of ``tape``; ``(None, None)`` when
     its plan needs the general path on every call."""
     c = tape.compiled
-    if c.py_steps or c.layout.copies or not tape.single_value or \
-            0 not in c.scalar_outputs or tape.has_int_diff:
+    if c.py_steps or c.layout.copies or not tape.single_value or 0 not in c.scalar_outputs:
         return None, None
     grad_outs = list(range(len(tape.grad_leaves)))
     if sorted(c.out_indices) != grad_outs:
         return None, None                    # an output array of a dtype without kernels
-    scalars = {pos: (arena, off) for arena, off, pos in c.scalar_inputs}
-    arena, off = c.scalar_outputs[0]
-    env = {'empty': np.empty, 'vm': c.vm, 'T': c.T, 'ValGrad': ValGrad,
-           'new': tuple.__new__, 'out_leaves': out_leaves, 'tape': tape,
-           'unflatten_args': unflatten_args,
-           'DEFS': tape.arg_defs, 'WRT': tape.wrt, 'AV': arena,
+    dtypes = list(KERNEL_DTYPES)
+    value_dt, value_off = c.scalar_outputs[0]
+    env = {'empty': np.empty, 'vm': c.vm, 'POP': c.pool.pop, 'PUSH': c.pool.append,
+           'FRAME': c.new_frame, 'ValGrad': ValGrad, 'new': tuple.__new__,
+           'out_leaves': out_leaves, 'OUTS': tape._outs, 'tape': tape,
+           'unflatten_args': unflatten_args, 'DEFS': tape.arg_defs, 'WRT': tape.wrt,
            # the structure and untied arrays only (the entry checks dtypes and shapes),
            # unless an int is a constant of the tape: then its value too
            'MATCH': tape._checker if tape.static else tape.treedef.matcher(
@@ -88,40 +95,40 @@ def call_source(tape):
     direct = all(is_one_leaf(d) for d in tape.arg_defs) and c.leaf_positions == list(range(nleaves))
     head = []
     leaf: list[str] = []                # the matched leaves' expressions (not direct)
+    scalars = []                        # writing the scalar inputs into the frame's arena
     if not direct:
         head += ['    lv = MATCH(args)', '    if lv is None:',
                  '        return GENERAL(tape, *args, out=out)']
         leaf = [f'lv[{p}]' for p in range(nleaves)]
-        for pos, (a, o) in scalars.items():
-            env[f'A{pos}'] = a
+        for pos, dt, off in c.scalar_inputs:
             kind = tape.specs[pos][1]
             head += [f'    if type({leaf[pos]}) is not {"float" if kind == np.float64 else "int"}:',
-                     '        return GENERAL(tape, *args, out=out)',
-                     f'    A{pos}[{o}] = {leaf[pos]}']
+                     '        return GENERAL(tape, *args, out=out)']
+            scalars.append(f'        S.a[{dtypes.index(dt)}][{off}] = {leaf[pos]}')
     outs = [f'g{k}' for k in grad_outs]
     arrays = ['*args'] if direct else [leaf[pos] for pos in c.leaf_positions]
-    call = ['        try:',
-            f'            r = vm(T, {", ".join(arrays + [f"g{k}" for k in c.out_indices])})',
-            '        except TypeError:            # another dtype, ndim, layout or count',
-            '            r = -3']
-    fresh = [f'        g{k} = empty(OS{k}, OD{k})' for k in grad_outs]
     for k, (shape, dtype) in enumerate(tape.out_specs):
         env[f'OS{k}'], env[f'OD{k}'] = shape, dtype
-    env['LAST'] = tape.__dict__.setdefault('_out_last', [None, None])
-    given = ['        ol = LAST[1] if out is LAST[0] else out_leaves(tape, out)']
+    take = ['    if out is None:'] + [f'        g{k} = empty(OS{k}, OD{k})' for k in grad_outs]
+    take += ['    else:', '        hit = OUTS.get(id(out))',
+             '        ol = hit[1] if hit is not None and hit[0] is out else out_leaves(tape, out)']
     if outs:
-        given.append(f'        {", ".join(outs)}{"," if len(outs) == 1 else ""} = ol')
+        take.append(f'        {", ".join(outs)}{"," if len(outs) == 1 else ""} = ol')
+    take += ['    try:', '        S = POP()', '    except IndexError:', '        S = FRAME()']
+    call = f'        r = vm(S.T, {", ".join(arrays + [f"g{k}" for k in c.out_indices])})'
     L = []
-    for name, value, general in (('withgradient', f'AV[{off}]', 'GENERAL'),
+    for name, value, general in (('withgradient', 'v', 'GENERAL'),
                                  ('gradient', None, 'GENERAL_G')):
         def result(tree):
             return f'new(ValGrad, ({value}, {tree}))' if value else tree
         L += [f'def {name}(*args, out=None):'] + [x.replace('GENERAL', general) for x in head]
-        L += ['    if out is None:'] + fresh + call
-        L += ['        if r == -1:', '            ' + _grads(tape, outs),
-              f'            return {result("grads")}']
-        L += ['    else:'] + given + call
-        L += ['        if r == -1:', f'            return {result("out")}']
+        L += take + ['    try:'] + scalars + [call]
+        if value:
+            L.append(f'        v = S.a[{dtypes.index(value_dt)}][{value_off}]')
+        L += ['    except TypeError:            # another dtype, ndim, layout or count',
+              '        r = -3', '    finally:', '        PUSH(S)']
+        L += ['    if r == -1:', '        if out is None:', '            ' + _grads(tape, outs),
+              f'            return {result("grads")}', f'        return {result("out")}']
         L += [f'    return {general}(tape, *args, out=out)', '', '']
     env['GENERAL'] = type(tape).withgradient
     env['GENERAL_G'] = type(tape).gradient

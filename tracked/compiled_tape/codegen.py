@@ -21,6 +21,8 @@ Kernel kinds (``Step.kind``):
 - ``reduce``: sum/mean/max/min over axes of any strided value.
 - ``matmul``: loops for tiny products, BLAS (``np.dot`` into the output) from
   ``BLAS_MIN_FLOPS``: both in one kernel, chosen at run time from the sizes.
+- ``coo_matmul``, ``coo_sample``: a sparse matrix (values at COO coordinates) times a
+  dense one, and the product of two dense ones read at the coordinates.
 - ``fill``, ``guard``; and ``fallback`` (no kernel): an instruction the generator
   cannot compile runs in NumPy between VM segments (the entry returns, Python runs
   it and writes its value into its buffer, the entry resumes) -- per instruction, never
@@ -36,8 +38,9 @@ import numpy as np
 
 from .buffers import DTYPE_NAMES, dtype_code
 
-__all__ = ['Kernel', 'Step', 'Constants', 'reduce_kernel', 'matmul_kernel', 'fill_kernel',
-           'guard_kernel', 'MAX_NDIM', 'BLAS_MIN_FLOPS', 'BLAS_MIN_MV', 'T_GEMM', 'T_GEMV']
+__all__ = ['Kernel', 'Step', 'Constants', 'reduce_kernel', 'matmul_kernel', 'coo_matmul_kernel',
+           'coo_sample_kernel', 'fill_kernel', 'guard_kernel', 'MAX_NDIM', 'BLAS_MIN_FLOPS',
+           'BLAS_MIN_MV', 'T_GEMM', 'T_GEMV']
 
 MAX_NDIM = 4             # loop nests are generated per number of dimensions
 BLAS_MIN_FLOPS = 256       # m * k * n from which a product calls BLAS (loops: W4a 1.3x slower)
@@ -81,9 +84,10 @@ class Kernel:
 class Step:
     """One VM step: ``kernel`` (None: run in Python) called on the arrays at ``slots``
     (one per array parameter, in its dtype's tuple) with ``params`` after them in
-    ``T``.  ``kind`` is 'ew', 'reduce', 'matmul', 'fill', 'guard', 'fallback' or
-    'pyguard'; ``instrs`` the instructions it computes; ``guard`` the index of the
-    program guard it checks (-1: none)."""
+    ``T``.  ``kind`` is 'ew', 'reduce', 'matmul', 'fill', 'guard', 'fallback',
+    'convert' (an integer input to float64 in NumPy) or 'pyguard'; ``instrs`` the
+    instructions it computes; ``guard`` the index of the program guard it checks
+    (-1: none)."""
 
     __slots__ = ('kind', 'kernel', 'slots', 'params', 'instrs', 'guard')
 
@@ -291,6 +295,43 @@ def blas_gemv(typingctx, fn, kind, trans, m, n, A, ao, lda, X, xo, Y, yo):
         return context.get_dummy_value()
     return types.void(fn, kind, trans, m, n, A, ao, lda, X, xo, Y, yo), codegen
 '''
+
+
+def coo_matmul_kernel(code):
+    """``A @ x`` for a sparse ``A`` given as values at COO coordinates, into a contiguous
+    ``m x k`` output of dtype ``code``: zeroed, then each stored value times its row of
+    ``x`` added to its row (repeated coordinates add up, in SciPy's order).  ``T``: nnz,
+    k, m, the values' offset and stride, ``x``'s offset and two strides, the offsets of
+    the int64 rows and columns, the output's offset."""
+    L = ['nnz = T[p]', 'k = T[p + 1]', 'm = T[p + 2]', 'fd = T[p + 3]', 'sd = T[p + 4]',
+         'fx = T[p + 5]', 'sx0 = T[p + 6]', 'sx1 = T[p + 7]', 'fr = T[p + 8]',
+         'fc = T[p + 9]', 'fo = T[p + 10]',
+         'for j in range(m * k):',
+         '    a4[U(fo + j)] = 0.0',
+         'for q in range(nnz):',
+         '    r = a2[U(fr + q)]',
+         '    c = a3[U(fc + q)]',
+         '    v = a0[U(fd + q * sd)]',
+         '    for j in range(k):',
+         '        a4[U(fo + r * k + j)] += v * a1[U(fx + c * sx0 + j * sx1)]']
+    return Kernel(L, [code, code, 'I', 'I', code])
+
+
+def coo_sample_kernel(code):
+    """``sum_j u[row, j] * v[col, j]`` for each of ``nnz`` coordinates into a contiguous
+    vector of dtype ``code``.  ``T``: nnz, k, the offset and two strides of ``u``, of
+    ``v``, the offsets of the int64 rows and columns, the output's offset."""
+    L = ['nnz = T[p]', 'k = T[p + 1]', 'fu = T[p + 2]', 'su0 = T[p + 3]', 'su1 = T[p + 4]',
+         'fv = T[p + 5]', 'sv0 = T[p + 6]', 'sv1 = T[p + 7]', 'fr = T[p + 8]',
+         'fc = T[p + 9]', 'fo = T[p + 10]',
+         'for q in range(nnz):',
+         '    r = a2[U(fr + q)]',
+         '    c = a3[U(fc + q)]',
+         '    acc = 0.0',
+         '    for j in range(k):',
+         '        acc += a0[U(fu + r * su0 + j * su1)] * a1[U(fv + c * sv0 + j * sv1)]',
+         '    a4[U(fo + q)] = acc']
+    return Kernel(L, [code, code, 'I', 'I', code])
 
 
 def fill_kernel(code):

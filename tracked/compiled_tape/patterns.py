@@ -10,6 +10,8 @@ in memory, whether or not it then applies.
 - ``try_reduce``: sum/mean/max/min over axes; a full sum or mean of a value the
   open group computes joins the group's loop instead.
 - ``try_matmul``: products of 1-d and 2-d float operands, by loops or BLAS.
+- ``try_coo_matmul``, ``try_coo_sample``: a sparse matrix's values at COO coordinates
+  times a dense operand, and its adjoint in the values (``tracked.rules.scipy_sparse``).
 - ``try_scatter``: scatter-adds are planned as scatter chains (chains.py); one
   that is not a chain member only gets its reason here.
 
@@ -21,10 +23,12 @@ import numpy as np
 
 from .buffers import c_strides, dtype_code, probe_view
 from .chains import basic_index, scatter_parts
-from .codegen import BLAS_MIN_FLOPS, BLAS_MIN_MV, MAX_NDIM, Step, matmul_kernel, reduce_kernel
+from .codegen import (BLAS_MIN_FLOPS, BLAS_MIN_MV, MAX_NDIM, Step, coo_matmul_kernel,
+                      coo_sample_kernel, matmul_kernel, reduce_kernel)
 from .record import Ref
 
-__all__ = ['is_viewish', 'try_view', 'try_reduce', 'try_matmul', 'try_scatter', 'PATTERNS']
+__all__ = ['is_viewish', 'try_view', 'try_reduce', 'try_matmul', 'try_coo_matmul',
+           'try_coo_sample', 'try_scatter', 'PATTERNS']
 
 
 # --------------------------------------------------------------------------
@@ -233,10 +237,88 @@ def _blas_flag(s):
     return ''
 
 
+def _coo_operands(P, ins, dense, coords):
+    """Storages of a COO product's dense operands (Refs or constants of the result's
+    float dtype) and int64 constant coordinates; a string saying why not."""
+    if ins.kwargs:
+        return 'keyword arguments: ' + ', '.join(ins.kwargs)
+    if ins.dtype not in _MATMUL_DTYPES:
+        return f'a {ins.dtype} product: only float64 and float32 products have a kernel'
+    idx = []
+    for a in coords:
+        if type(a) is Ref or np.asarray(a).dtype != np.int64 or np.ndim(a) != 1:
+            return 'coordinates that are not 1-d int64 constants'
+    sts = []
+    for a in dense:
+        if type(a) is Ref:
+            ai = P.instrs[a.i]
+            if ai.dtype != ins.dtype or len(ai.shape) not in (1, 2):
+                return f'operand %{a.i} is {len(ai.shape)}-d {ai.dtype}: needs 1-d or 2-d ' \
+                       f'{ins.dtype}'
+            P.close_if_computing(a.i)
+            s = P.mem.storages[a.i]
+            if s is None:
+                return f'operand %{a.i} is not in memory'
+        else:
+            a = np.asarray(a)
+            if a.dtype != ins.dtype or a.ndim not in (1, 2):
+                return f'a {a.ndim}-d {a.dtype} constant: needs 1-d or 2-d {ins.dtype}'
+            s = P.mem.const(a, scalar_ok=False)
+        sts.append(s)
+    idx = [P.mem.const(a, scalar_ok=False) for a in coords]
+    P.close()
+    return sts, idx
+
+
+def _rows(s):
+    """(columns, row stride, column stride) of a 1-d or 2-d operand's storage."""
+    return (1, s.strides[0], 0) if len(s.shape) == 1 else (s.shape[1], *s.strides)
+
+
+def try_coo_matmul(P, ins):
+    """``coo_matmul(data, x, row, col, nrows)``: ``A @ x`` with ``A``'s float values at
+    constant int64 coordinates, ``x`` 1-d or 2-d."""
+    if len(ins.args) != 5:
+        return 'arguments other than (data, x, row, col, nrows)'
+    data, x, row, col, nrows = ins.args
+    found = _coo_operands(P, ins, (data, x), (row, col))
+    if type(found) is str:
+        return found
+    (d, xs), (r, c) = found
+    if len(d.shape) != 1:
+        return 'values that are not 1-d'
+    k, sx0, sx1 = _rows(xs)
+    out = P.mem.alloc(ins.i)
+    params = [d.shape[0], k, int(nrows), d.off, d.strides[0], xs.off, sx0, sx1, r.off, c.off,
+              out.off]
+    return [Step('coo_matmul', coo_matmul_kernel(dtype_code(ins.dtype)),
+                 [d.slot, xs.slot, r.slot, c.slot, out.slot], params, [ins.i])]
+
+
+def try_coo_sample(P, ins):
+    """``coo_sample(u, v, row, col)``: ``sum_j u[row, j] * v[col, j]`` per coordinate."""
+    if len(ins.args) != 4:
+        return 'arguments other than (u, v, row, col)'
+    u, v, row, col = ins.args
+    found = _coo_operands(P, ins, (u, v), (row, col))
+    if type(found) is str:
+        return found
+    (us, vs), (r, c) = found
+    if len(us.shape) != len(vs.shape):
+        return 'operands of different dimensions'
+    k, su0, su1 = _rows(us)
+    _, sv0, sv1 = _rows(vs)
+    out = P.mem.alloc(ins.i)
+    params = [r.shape[0], k, us.off, su0, su1, vs.off, sv0, sv1, r.off, c.off, out.off]
+    return [Step('coo_sample', coo_sample_kernel(dtype_code(ins.dtype)),
+                 [us.slot, vs.slot, r.slot, c.slot, out.slot], params, [ins.i])]
+
+
 def try_scatter(P, ins):
     """A scatter-add the chains did not take: always declines, saying why."""
     return scatter_parts(ins, P.instrs)
 
 
 PATTERNS = {'sum': try_reduce, 'mean': try_reduce, 'max': try_reduce, 'min': try_reduce,
-            'matmul': try_matmul, 'scatter_add': try_scatter}
+            'matmul': try_matmul, 'coo_matmul': try_coo_matmul, 'coo_sample': try_coo_sample,
+            'scatter_add': try_scatter}

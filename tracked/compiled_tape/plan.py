@@ -3,7 +3,8 @@
 ``Planner(program, leaf_specs, out_specs, placements).run()`` returns a ``Plan``.
 Each instruction, in recording order, becomes exactly one of:
 
-- an input: its slot (buffers.Memory);
+- an input: its slot (buffers.Memory); an integer array the tape differentiates
+  (float64 on the tape) is converted from its slot into the arena;
 - a member of a scatter chain (chains.py);
 - a view: a storage and no step (patterns.try_view);
 - a member of the open ``FusionGroup`` (fusion.py), computed in a loop when the
@@ -105,7 +106,9 @@ class Planner:
     def plan(self, ins):
         """Storage and steps for one instruction (see the module docstring)."""
         if ins.kind == 'input':
-            self.mem.input(ins)
+            given = self.mem.input(ins)
+            if given is not None:
+                self.convert(given, ins)
             return
         if ins.i in self.chains:
             self.chains.plan(ins)
@@ -202,6 +205,20 @@ class Planner:
             self.emit_guards(ins.i)
         for rins, _, _ in g.reductions:
             self.emit_guards(rins.i)
+
+    def convert(self, given, ins):
+        """Copy input ``ins`` as the caller gives it (an integer array, storage ``given``)
+        into its float64 storage: a cast kernel, or NumPy for an integer dtype without
+        kernels."""
+        dst = self.mem.storages[ins.i]
+        if dtype_code(given.dtype) is None:
+            self.fallbacks.append(Fallback(ins, f'{given.dtype} input converted to '
+                                                f'{dst.dtype} in NumPy: no kernel dtype'))
+            self.steps.append(Step('convert', None, (), (), [ins.i]))
+            return
+        kernel, slots, params = loop_kernel(map_loop(astype_template(dst.dtype), [given], dst),
+                                            self.constants)
+        self.steps.append(Step('ew', kernel, slots, params, [ins.i]))
 
     # -- guards, fallbacks, outputs ----------------------------------------------------
     def emit_guards(self, i):

@@ -6,12 +6,15 @@ case is checked by code generated for the recorded structure (``TreeDef.matcher`
 and the straight-line calls of calls.py); the functions here are the general path
 and say exactly what differs when something does.
 """
+import operator
+
 import numpy as np
 
 from ..tree_util import flatten
 from .trees import describe, flatten_args, leaf_path, unflatten_args
 
-__all__ = ['leaf_spec', 'as_input', 'check_leaves', 'out_leaves', 'out_matcher', 'check_out']
+__all__ = ['leaf_spec', 'as_input', 'check_leaves', 'out_leaves', 'out_matcher', 'check_out',
+           'aliased_out_error']
 
 
 def leaf_spec(x):
@@ -82,32 +85,41 @@ def check_leaves(tape, args):
 # out=: the gradient arrays of an earlier call
 # --------------------------------------------------------------------------
 
+MAX_OUTS = 8     # out= trees remembered per tape: one per thread, or double buffering
+
+
 def out_leaves(tape, out):
-    """The arrays of ``out`` (a gradient tree returned by ``tape``), checked."""
-    last = tape.__dict__.get('_out_checked')
-    if last is not None and out is last[2]:
-        return last[1]                            # the same tuple of arrays as last time
+    """The arrays of ``out`` (a gradient tree returned by ``tape``), checked.
+
+    ``tape._outs`` remembers a few trees, so that threads with an ``out=`` each do
+    not check theirs on every call: a tuple of arrays by identity (it cannot
+    change), another tree by its arrays once its matcher found them (shapes and
+    dtypes checked).
+    """
+    known = tape._outs
+    hit = known.get(id(out))
+    if hit is not None and hit[0] is out:
+        return hit[1]
     checker = tape.__dict__.get('_out_checker')
     if checker is None:
         checker = tape._out_checker = out_matcher(tape)
     leaves = checker(out)
-    if leaves is not None and last is not None and [id(g) for g in leaves] == last[0]:
-        return leaves
-    if leaves is None:
-        if type(out) is tuple and all(type(g) is np.ndarray or g is None for g in out):
-            leaves = [g for g in out if g is not None]
-        else:
-            leaves = flatten(out, lambda g: isinstance(g, np.ndarray))[0]
-    ids = [id(g) for g in leaves]
-    if last is not None and last[0] == ids and all(
-            g.shape == s[0] for g, s in zip(leaves, tape.out_specs)):
-        return leaves                             # the arrays checked last time
-    check_out(tape, leaves)
     simple = type(out) is tuple and all(type(g) is np.ndarray or g is None for g in out)
-    tape._out_checked = (ids, leaves, out if simple else None)   # a tuple cannot change
-    last = tape.__dict__.get('_out_last')         # the same, for generated calls (calls.py)
-    if last is not None:
-        last[0], last[1] = (out if simple else None), leaves
+    if leaves is None:
+        leaves = [g for g in out if g is not None] if simple else \
+            flatten(out, lambda g: isinstance(g, np.ndarray))[0]
+    elif not simple and leaves:
+        hit = known.get(id(leaves[0]))
+        if hit is not None and hit[0] is None and all(map(operator.is_, leaves, hit[1])):
+            return leaves
+    check_out(tape, leaves)
+    if len(known) >= MAX_OUTS:
+        known.clear()
+    # an entry keeps what it identifies alive, so that no other object takes its id
+    if simple:
+        known[id(out)] = (out, leaves)
+    elif leaves:
+        known[id(leaves[0])] = (None, leaves)
     return leaves
 
 
@@ -123,8 +135,20 @@ def out_matcher(tape):
                             for g in leaves])
 
 
+def aliased_out_error():
+    """The error of a call whose ``out=`` array shares memory with one of its inputs."""
+    return ValueError('an out= array shares memory with an input of this call: the gradient '
+                      'would overwrite values still to be read. Pass gradient arrays that '
+                      'are not arguments (the tuple returned by an earlier call, or '
+                      'np.zeros_like of each).')
+
+
 def check_out(tape, leaves):
     """``leaves`` if they can receive ``tape``'s gradients, else a ``ValueError``."""
+    for k, g in enumerate(leaves):
+        if any(isinstance(h, np.ndarray) and np.may_share_memory(g, h) for h in leaves[:k]):
+            raise ValueError('out= gives two gradients overlapping arrays: each gradient '
+                             'needs its own (pass the tuple returned by tape.gradient)')
     if len(leaves) != len(tape.grad_leaves):
         raise ValueError(f'out= holds {len(leaves)} arrays; this tape has '
                          f'{len(tape.grad_leaves)} '

@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
+from ..arguments import check_scalar, first_output
 from ..tape import backward, new_level
 from ..values import Tracked, call, leaf
 from .base import Tape
@@ -25,19 +26,6 @@ __all__ = ["GradientTape", "JacobianTape", "HessianTape", "ValGrad", "compile"]
 
 
 T = TypeVar('T', bound=Tape)
-
-
-def _split_output(out):
-    """(the differentiated output, the whole value): first element of tuples and dicts."""
-    if isinstance(out, (tuple, list)) and not isinstance(out, Tracked):
-        if not out:
-            raise ValueError('f returned an empty tuple; it must return a real scalar')
-        return out[0]
-    if isinstance(out, dict):
-        if not out:
-            raise ValueError('f returned an empty dict; it must return a real scalar')
-        return next(iter(out.values()))
-    return out
 
 
 def _single(vals):
@@ -79,6 +67,9 @@ class GradientTape(Tape):
 
     ``wrt`` (argument positions, default all) selects the arguments that get a
     gradient; the others are inputs whose values may change between calls (data).
+    Integer arrays are differentiated as float64, as ``tr.gradient`` does; one that
+    gets no gradient (labels, indices) is then recorded as given, an integer input
+    like data (``f`` runs once more for that).
     ``tape(*args)`` is the value, ``tape.gradient(*args)`` one gradient per argument
     (``None`` outside ``wrt``), ``tape.withgradient(*args)`` both; none of them runs
     ``f`` again.  ``tr.compile(tape)`` makes a numba version of it.
@@ -98,10 +89,8 @@ class GradientTape(Tape):
         diff = set(self.diff)
         boxed = [leaf(t, li) if p in diff else t for p, t in enumerate(inputs)]
         out = self.f(*unflatten_args(self.arg_defs, boxed))
-        y = _split_output(out)
-        if np.ndim(y) != 0 if not isinstance(y, Tracked) else y.ndim != 0:
-            raise ValueError(f'f returned an array of shape {np.shape(y)}; GradientTape needs a '
-                             f'real scalar. Use JacobianTape for array outputs.')
+        y = first_output(out)[0]         # the eager calling convention, errors included
+        check_scalar(y, 'GradientTape', 'JacobianTape(f, ...)')
         val_specs, self._rebuild = _value_tree(rec, out)
         self.single_value = self._rebuild is _single      # f returned one scalar
         self.n_val = len(val_specs)
@@ -122,6 +111,9 @@ class GradientTape(Tape):
             grads.append(rec.output(g))
         return val_specs + grads
 
+    def _derived(self, p):
+        return p in self.grad_leaves
+
     def _layout(self):
         """One output array per gradient, each gradient placed whole in its own."""
         specs = []
@@ -135,8 +127,8 @@ class GradientTape(Tape):
     # -- public calls -------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
         """``tape(*args)``: the value of ``f`` (replays the whole tape)."""
-        get, _ = self._run(args)
-        return self._value(get)
+        t, get, _ = self._current()._run(args)
+        return t._value(get)
 
     def _value(self, get):
         return self._rebuild([_plain_scalar(get(k)) for k in range(self.n_val)])
@@ -152,16 +144,17 @@ class GradientTape(Tape):
 
     def withgradient(self, *args: Any, out: tuple[Any, ...] | None = None) -> ValGrad:
         """``tape.withgradient(*args, out=None) -> (val, grad)``."""
-        targets = out_leaves(self, out) if out is not None else None
-        get, outs = self._run(args, targets)
-        val = get(0) if self._rebuild is _single else self._value(get)
+        t = self._current()
+        targets = out_leaves(t, out) if out is not None else None
+        t, get, outs = t._run(args, targets)
+        val = get(0) if t._rebuild is _single else t._value(get)
         if out is not None:
             return ValGrad(val, out)
-        flat = [None] * len(self.specs)
-        for k, p in enumerate(self.grad_leaves):
+        flat = [None] * len(t.specs)
+        for k, p in enumerate(t.grad_leaves):
             g = outs[k]
-            flat[p] = g[()] if self.pyfloat[p] else g
-        grads = unflatten_args(self.arg_defs, flat, statics=False, only=self.wrt)
+            flat[p] = g[()] if t.pyfloat[p] else g
+        grads = unflatten_args(t.arg_defs, flat, statics=False, only=t.wrt)
         return ValGrad(val, grads)
 
     def _check_out(self, leaves):
@@ -267,7 +260,7 @@ class JacobianTape(Tape):
 
     def __call__(self, *args: Any) -> Any:
         """``tape(*args)``: the value of ``f``."""
-        return _plain_scalar(self._run(args)[0](0))
+        return _plain_scalar(self._current()._run(args)[1](0))
 
     def jacobian(self, *args: Any) -> tuple[Any, ...]:
         """``tape.jacobian(*args)``: per argument its Jacobian matrix (None outside wrt)."""
@@ -275,18 +268,18 @@ class JacobianTape(Tape):
 
     def withjacobian(self, *args: Any) -> ValGrad:
         """``tape.withjacobian(*args) -> (val, jacobians)``."""
-        get, outs = self._run(args)
-        flat = [None] * len(self.specs)
-        for j, p in enumerate(self.diff):
+        t, get, outs = self._current()._run(args)
+        flat = [None] * len(t.specs)
+        for j, p in enumerate(t.diff):
             J = outs[j]
-            if self.specs[p][0] == () and self.out_shape == ():
+            if t.specs[p][0] == () and t.out_shape == ():
                 J = J[0, 0]
-            elif self.specs[p][0] == ():
+            elif t.specs[p][0] == ():
                 J = J[:, 0]
-            elif self.out_shape == ():
+            elif t.out_shape == ():
                 J = J[0]
             flat[p] = J
-        grads = unflatten_args(self.arg_defs, flat, statics=False, only=self.wrt)
+        grads = unflatten_args(t.arg_defs, flat, statics=False, only=t.wrt)
         return ValGrad(_plain_scalar(get(0)), grads)
 
 
@@ -344,24 +337,26 @@ class HessianTape(Tape):
 
     def __call__(self, x: Any) -> Any:
         """``tape(x)``: the value of ``f``."""
-        return _plain_scalar(self._run((x,))[0](0))
+        return _plain_scalar(self._current()._run((x,))[1](0))
 
     def hessian(self, x: Any, out: np.ndarray | None = None) -> Any:
         """``tape.hessian(x, out=None)``: the Hessian matrix (a scalar for scalar x); with
         ``out`` (an (n, n) array) it is written there."""
-        if out is not None and (not isinstance(out, np.ndarray) or out.shape != (self.n, self.n)
-                                or out.dtype != self.dtype or not out.flags.c_contiguous):
-            raise ValueError(f'out= must be a C-contiguous array of shape {(self.n, self.n)} and '
-                             f'dtype {self.dtype}')
-        _, outs = self._run((x,), [out] if out is not None else None)
+        t = self._current()
+        if out is not None and (not isinstance(out, np.ndarray) or out.shape != (t.n, t.n)
+                                or out.dtype != t.dtype or not out.flags.c_contiguous
+                                or not out.flags.writeable):
+            raise ValueError(f'out= must be a writeable C-contiguous array of shape '
+                             f'{(t.n, t.n)} and dtype {t.dtype}')
+        t, _, outs = t._run((x,), [out] if out is not None else None)
         H = outs[0]
-        if self.specs[0][0] == () and out is None:
+        if t.specs[0][0] == () and out is None:
             return H[0, 0]
         return H
 
     def gradient(self, x: Any) -> Any:
         """``tape.gradient(x)``: the gradient, from the same tape."""
-        return _plain_scalar(self._run((x,))[0](1))
+        return _plain_scalar(self._current()._run((x,))[1](1))
 
 
 def compile(tape: T, background: bool = True) -> T:
@@ -390,8 +385,7 @@ def compile(tape: T, background: bool = True) -> T:
         raise TypeError(f'compile expects a GradientTape, JacobianTape or HessianTape, got '
                         f'{type(tape).__name__}')
     import copy
-    new = copy.copy(tape)
-    new.__dict__.pop('_out_last', None)   # a list the generated calls update: not shared
+    new = copy.copy(tape._current())
     new._start_compile(background)
     new._install_calls()
     return new

@@ -9,17 +9,20 @@ before, took 3.3 s of the 9-11 s cold compile of the demo's MLP: numba typed eac
 call site and LLVM optimised every kernel again inlined into it.)
 
 ``T`` (int64) is ``[number of steps, address of C, where the shapes start, where P
-starts, the step to start at, the addresses of numba's gemm and gemv helpers;
-(kernel address, parameter start, guard) per step;
+starts, the step to start at, the addresses of numba's gemm and gemv helpers, the
+number of array inputs; (kernel address, parameter start, guard) per step;
 every step's array indices in P and its integer parameters; the shapes of the
-entry's arrays; P]``.  ``C`` (float64) holds the constants; ``P`` the addresses of
-the arrays: one arena per kernel dtype (fixed), then the array inputs and the
-output arrays of the call, written by the entry.  The entry takes ``T`` and the
-arrays (the fewer arguments, the cheaper numba's dispatch); it returns -3 if a
-shape differs from the recorded one, -1 when done, the step's index at a step run
-in Python (address 0: a fallback, or a guard checked in Python), and ``-2 -
-guard`` when a guard kernel fails; the runtime resumes it from the next step by
-setting ``T[START]``.
+entry's arrays; P; the end addresses of the entry's arrays]``.  ``C`` (float64)
+holds the constants; ``P`` the addresses of the arrays: one arena per kernel dtype
+(fixed), then the array inputs and the output arrays of the call, written by the
+entry.  The entry takes ``T`` and the arrays (the fewer arguments, the cheaper
+numba's dispatch); it returns -3 if a shape differs from the recorded one,
+``ALIASED`` if an output array overlaps an input array (the kernels would read
+what they already wrote), -1 when done, the step's index at a step run in Python
+(address 0: a fallback, or a guard checked in Python), and ``-2 - guard`` when a
+guard kernel fails; the runtime resumes it from the next step by setting
+``T[START]``.  Since the entry writes into ``T``, each concurrent call needs its
+own copy (compiled.Frame); the template ``VM.T`` holds no arena address.
 """
 import hashlib
 from typing import Any
@@ -30,10 +33,12 @@ from . import cache
 from .buffers import KERNEL_DTYPES
 from .codegen import T_GEMM, T_GEMV, Kernel
 
-__all__ = ['VM', 'entry_source', 'run_kernel', 'blas_helpers', 'HEAD', 'START']
+__all__ = ['VM', 'entry_source', 'run_kernel', 'blas_helpers', 'HEAD', 'START', 'ALIASED']
 
-HEAD = 7                 # T's header: steps, address of C, shapes at, P at, START, BLAS
+HEAD = 8                 # T's header: steps, address of C, shapes at, P at, START, BLAS x2, inputs
 START = 4                # T[START]: the step the entry starts at (0, or where it resumes)
+N_INPUTS = 7             # T[N_INPUTS]: how many of the entry's arrays are inputs
+ALIASED = -(1 << 62)     # the entry's answer when an output overlaps an input (no guard's)
 
 
 class VM:
@@ -42,8 +47,9 @@ class VM:
     ``kernels`` are the distinct kernels, ``leaves`` and ``outs`` the leaf positions
     and output arrays the entry takes, in order, after ``T`` and ``P`` (``types``:
     their dtypes and dimensions); ``py_steps`` the steps run in Python.
-    ``bind(arenas, compile=True)`` loads the kernels and the entry (compiling what the
-    disk cache lacks) and fills ``T`` and ``P``; ``fn`` is then the entry.
+    ``bind(compile=True)`` loads the kernels and the entry (compiling what the disk
+    cache lacks) and writes their addresses into ``T``; ``fn`` is then the entry.  ``P``
+    (where the arenas' addresses go, in a copy of ``T`` per frame) starts at ``T[3]``.
     """
 
     def __init__(self, steps, constants, layout, leaf_specs, out_specs):
@@ -84,9 +90,9 @@ class VM:
         self._rows = [(name, p + base, guard) for name, p, guard in rows]
         at_shapes = base + len(params)
         at_p = at_shapes + len(shapes)
-        self.T = np.array([len(rows), 0, at_shapes, at_p, 0, 0, 0] + [0] * (3 * len(rows)) + params
-                          + shapes + [0] * len(index) + [0], dtype=np.int64)
-        self.P = self.T[at_p:at_p + len(index)]       # a view: the addresses of the arrays
+        self.T = np.array([len(rows), 0, at_shapes, at_p, 0, 0, 0, len(self.leaves)]
+                          + [0] * (3 * len(rows)) + params + shapes
+                          + [0] * (len(index) + len(arrays)) + [0], dtype=np.int64)
         self.C = np.array(list(constants) + [0.0], dtype=np.float64)
         self.entry_name, self.entry_source = entry_source(self.types, self.n_fixed)
         self.fn = None
@@ -96,10 +102,9 @@ class VM:
         return [(k.name, cache.kernel_module(k)) for k in self.kernels] + \
             [(self.entry_name, self.entry_source)]
 
-    def bind(self, arenas, compile=True):
+    def bind(self, compile=True):
         """Load the kernels (numba loads them from the disk cache or, unless ``compile``
-        is False, compiles them) and write their addresses into ``T`` and the arenas'
-        into ``P``."""
+        is False, compiles them) and write their addresses into ``T``."""
         addr = {}
         for k in self.kernels:
             m = cache.load(k.name, cache.kernel_module(k), compile)
@@ -112,8 +117,6 @@ class VM:
             T[HEAD + 3 * s] = addr[name] if name is not None else 0
             T[HEAD + 1 + 3 * s] = p
             T[HEAD + 2 + 3 * s] = guard
-        for n, dt in enumerate(KERNEL_DTYPES):
-            self.P[n] = arenas[dt].ctypes.data
 
 
 # --------------------------------------------------------------------------
@@ -152,7 +155,8 @@ def entry_source(types, n_fixed):
     that numba refuses any other (a TypeError, which the caller's general path
     explains) and never compiles for one silently.  It checks the shapes against
     ``T`` (-3 if one differs), writes the arrays' addresses into ``P`` (a part of
-    ``T``) and runs the steps from ``T[START]``."""
+    ``T``) and their ends after it, refuses outputs overlapping inputs (``ALIASED``)
+    and runs the steps from ``T[START]``."""
     n = len(types)
     xs = [f'x{j}' for j in range(n)]
     arr = [f"types.Array(types.{_NUMBA_TYPES[dt]}, {nd}, 'C')" for dt, nd in types]
@@ -171,7 +175,13 @@ def entry_source(types, n_fixed):
         L.append('    if ' + ' or '.join(dims) + ':')
         L.append('        return -3')
     L.append('    P = T[T[3]:]')
-    L += [f'    P[{n_fixed + j}] = x{j}.ctypes.data' for j in range(n)]
+    for j in range(n):
+        L += [f'    P[{n_fixed + j}] = x{j}.ctypes.data',
+              f'    P[{n_fixed + n + j}] = x{j}.ctypes.data + x{j}.nbytes']
+    L += [f'    for o in range({n_fixed} + T[{N_INPUTS}], {n_fixed + n}):',
+          f'        for i in range({n_fixed}, {n_fixed} + T[{N_INPUTS}]):',
+          f'            if P[o] < P[i + {n}] and P[i] < P[o + {n}]:',
+          f'                return {ALIASED}']
     L += [f'    for s in range(T[{START}], T[0]):',
           f'        q = {HEAD} + 3 * s',
           '        f = T[q]',

@@ -20,12 +20,27 @@ primitive, named ``scipy.linalg.*``).  Not imported by ``import tracked``: impor
   a recorded tape follows a new pivoting order instead of freezing the recorded one.
 - ``cho_factor``/``cho_solve``/``lu_solve``: composites of the above and
   ``np.linalg.cholesky``.
+- ``solve_sylvester``: ``A X + X B = Q`` differentiated: ``A dX + dX B = dQ - dA X - X dB``
+  is another Sylvester equation, and the adjoint one is that of ``A^H``, ``B^H``.
+  SciPy (1.17) solves a complex ``Q`` with a real ``A`` or ``B`` wrongly when that
+  one has complex eigenvalues (its real Schur form is not triangular, which the
+  complex LAPACK solver assumes): the forward makes all three complex then.
+- ``solve_banded``: the banded storage ``ab`` (``ab[u + i - j, j] = A[i, j]``) gets the
+  gradient of the entries it stores; the corners SciPy never reads get zeros.  The
+  adjoint solve takes the band of ``A^H``, made from ``ab`` by shifting its rows (never
+  a dense matrix: a banded system may be large).
+- ``psd_log_pdet``: the log pseudo-determinant of a Hermitian positive semidefinite
+  matrix with SciPy's cutoff for negligible eigenvalues (``scipy.stats``' ``_PSD``:
+  ``multivariate_normal(..., allow_singular=True)``).  Its derivative is
+  ``tr(pinv(A) dA)``, exact along directions that keep the rank (pinv's own rule,
+  Golub & Pereyra, gives the higher orders there).
 """
 import numpy as np
 import scipy.linalg as sla
 
 from ..registry import Primitive, defcomposite, defvjp, nondifferentiable
 from ..values import apply, call
+from .matrices import fold_triangle, hermitian_part
 
 
 # Own helpers rather than linalg.py's private ones (that module is being reorganised).
@@ -259,3 +274,186 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
 
 defcomposite(sla.cho_factor, cho_factor)
 defcomposite(sla.cho_solve, cho_solve)
+
+
+# --------------------------------------------------------------------------
+# solve_sylvester: A X + X B = Q
+# --------------------------------------------------------------------------
+
+def solve_sylvester(a, b, q):
+    """``X`` with ``a X + X b = q`` (of each of a stack) as a primitive."""
+    return call(sla.solve_sylvester, a, b, q)
+
+
+def _sylvester(a, b, q):
+    if any(np.iscomplexobj(m) for m in (a, b, q)):       # see the module docstring
+        dtype = np.result_type(a, b, q, np.complex64)
+        a, b = np.asarray(a, dtype), np.asarray(b, dtype)
+    return sla.solve_sylvester(a, b, q)
+
+
+def _sylvester_vjp_q(g, ans, a, b, q):
+    return solve_sylvester(_mH(a), _mH(b), g)
+
+
+def _sylvester_vjp_a(g, ans, a, b, q):
+    return -np.matmul(_sylvester_vjp_q(g, ans, a, b, q), _mH(ans))
+
+
+def _sylvester_vjp_b(g, ans, a, b, q):
+    return -np.matmul(_mH(ans), _sylvester_vjp_q(g, ans, a, b, q))
+
+
+def _sylvester_jvp(tangents, ans, a, b, q):
+    ta, tb, tq = tangents
+    terms = [t for t in (tq, None if ta is None else -np.matmul(ta, ans),
+                         None if tb is None else -np.matmul(ans, tb)) if t is not None]
+    return solve_sylvester(a, b, sum(terms[1:], terms[0]))
+
+
+defvjp(sla.solve_sylvester, _sylvester_vjp_a, _sylvester_vjp_b, _sylvester_vjp_q,
+       fn=_sylvester, name='scipy.linalg.solve_sylvester', jvp=_sylvester_jvp)
+
+
+# --------------------------------------------------------------------------
+# solve_banded: A x = b with A in diagonal ordered form
+# --------------------------------------------------------------------------
+# Row r of ab holds the diagonal of offset u - r: ab[r, j] = A[j + r - u, j].  Every
+# helper below shifts rows or right-hand sides (zeros shifted in), so a pullback costs
+# O((l + u) n) per column of b, as the solve does.
+
+def solve_banded(l_and_u, ab, b):
+    """``A^{-1} b`` for the band matrix ``A`` stored in ``ab`` (``(l, u)`` diagonals)."""
+    return call(sla.solve_banded, l_and_u, ab, b)
+
+
+def _shift(x, k, axis):
+    """``y[j] = x[j + k]`` along ``axis`` (negative), zero where ``j + k`` is outside."""
+    n = _shape(x)[axis]
+    if k == 0:
+        return x
+    k = max(-n, min(n, k))
+    rest = (slice(None),) * (-axis - 1)
+    kept = x[(Ellipsis, slice(k, None) if k > 0 else slice(None, n + k)) + rest]
+    zero_shape = list(_shape(x))
+    zero_shape[axis] = abs(k)
+    zeros = np.zeros(zero_shape, _dtype(x))
+    return np.concatenate([kept, zeros] if k > 0 else [zeros, kept], axis=axis)
+
+
+def _band_transpose(ab, lower, upper):
+    """The band of ``A^T`` (``upper`` diagonals below, ``lower`` above) from ``A``'s."""
+    rows = [_shift(ab[..., r, :], upper - r, -1) for r in range(lower + upper, -1, -1)]
+    return np.stack(rows, axis=-2)
+
+
+def _band_matmul(ab, x, upper):
+    """``A x`` for ``x`` of shape ``(..., n, m)``."""
+    rows = _shape(ab)[-2]
+    return sum(_shift(np.expand_dims(ab[..., r, :], -1) * x, upper - r, -2)
+               for r in range(rows))
+
+
+def _columns(x, b):
+    """``x`` as a stack of columns ``(..., n, m)``: SciPy reads only a 1-d ``b`` as a vector."""
+    return np.expand_dims(x, -1) if np.ndim(b) == 1 else x
+
+
+def _banded_vjp_b(g, ans, l_and_u, ab, b):
+    lower, upper = l_and_u
+    abh = _band_transpose(ab, lower, upper)
+    if _is_complex(abh):
+        abh = np.conj(abh)
+    y = solve_banded((upper, lower), abh, _columns(g, b))      # A^{-H} g
+    return y[..., 0] if np.ndim(b) == 1 else y
+
+
+def _banded_vjp_ab(g, ans, l_and_u, ab, b):
+    # -(A^{-H} g) x^H, at the entries the band stores: ab[r, j] is A[j + r - u, j]
+    lower, upper = l_and_u
+    y, x = _columns(_banded_vjp_b(g, ans, l_and_u, ab, b), b), _columns(ans, b)
+    xc = np.conj(x) if _is_complex(x) else x
+    return -np.stack([np.sum(_shift(y, r - upper, -2) * xc, axis=-1)
+                      for r in range(lower + upper + 1)], axis=-2)
+
+
+def _banded_jvp(tangents, ans, l_and_u, ab, b):
+    _, tab, tb = tangents
+    lower, upper = l_and_u
+    rhs = None if tb is None else _columns(tb, b)
+    if tab is not None:
+        prod = _band_matmul(tab, _columns(ans, b), upper)
+        rhs = -prod if rhs is None else rhs - prod
+    dx = solve_banded(l_and_u, ab, rhs)
+    return dx[..., 0] if np.ndim(b) == 1 else dx
+
+
+defvjp(sla.solve_banded, None, _banded_vjp_ab, _banded_vjp_b, name='scipy.linalg.solve_banded',
+       jvp=_banded_jvp)
+
+
+# --------------------------------------------------------------------------
+# The pseudo-determinant of a positive semidefinite matrix (scipy.stats' _PSD)
+# --------------------------------------------------------------------------
+
+# SciPy's cutoff for float64 (scipy.stats converts a covariance to float64 first)
+PSD_RTOL = 1e6 * np.finfo(np.float64).eps
+
+
+def _psd_eigh(a):
+    """Eigenvalues and vectors as ``scipy.stats`` computes them (the lower triangle), and
+    the magnitude below which an eigenvalue counts as zero."""
+    s, u = sla.eigh(a, lower=True)
+    return s, u, PSD_RTOL * np.max(np.abs(s))
+
+
+def psd_rank(a, allow_singular=True):
+    """The rank SciPy's ``_PSD`` gives ``a``, raising as it does for a matrix that is not
+    positive semidefinite (or singular, unless ``allow_singular``)."""
+    s, _, eps = _psd_eigh(a)
+    if np.min(s) < -eps:
+        raise ValueError('The input matrix must be symmetric positive semidefinite.')
+    rank = int(np.sum(s > eps))
+    if rank < len(s) and not allow_singular:
+        raise np.linalg.LinAlgError('When `allow_singular is False`, the input matrix must '
+                                    'be symmetric positive definite.')
+    return rank
+
+
+def psd_outside(a, dev):
+    """Whether each point ``dev`` (along the last axis) is off the support ``range(a)``,
+    with ``scipy.stats``' tolerance."""
+    s, u, eps = _psd_eigh(a)
+    return np.linalg.norm(np.asarray(dev) @ u[:, s <= eps], axis=-1) >= 1e3 * eps
+
+
+nondifferentiable(psd_rank, psd_outside)
+
+
+def _log_pdet(a):
+    s, _, eps = _psd_eigh(a)
+    return np.sum(np.log(s[s > eps]))
+
+
+def psd_pinv(a):
+    """The pseudo-inverse with the cutoff of ``psd_rank`` (pinv's rule differentiates it)."""
+    return np.linalg.pinv(a, rtol=PSD_RTOL, hermitian=True)
+
+
+def _log_pdet_vjp(g, ans, a):
+    return g * fold_triangle(psd_pinv(a))
+
+
+def _log_pdet_jvp(tangents, ans, a):
+    return np.sum(np.swapaxes(psd_pinv(a), -1, -2) * hermitian_part(tangents[0]),
+                  axis=(-2, -1))
+
+
+def psd_log_pdet(a):
+    """``log`` of the product of the eigenvalues of the Hermitian matrix that ``a``'s
+    lower triangle stands for, those SciPy counts as non-zero (``psd_rank``)."""
+    return call(psd_log_pdet, a)
+
+
+defvjp(psd_log_pdet, _log_pdet_vjp, fn=_log_pdet, name='log pseudo-determinant (scipy.stats)',
+       jvp=_log_pdet_jvp)

@@ -227,10 +227,18 @@ class _Variadic:
         return self.cache[i]
 
 
-def _variadic(fn, make_vjp, name):
-    prim = Primitive(fn, (), name=name)
+def _variadic(fn, make_vjp, name, batched=None):
+    # Jointly linear in its arrays: the tangent is the primitive of the tangents.
+    prim = Primitive(fn, (), name=name, linear='joint', batched=batched)
     prim.vjps = _Variadic(make_vjp)      # Primitive() would turn a sequence into a tuple
     return prim
+
+
+def _batch_tangents(ts, arrays):
+    """Tangents with a leading batch axis, zeros for the arrays without one."""
+    t0 = next(t for t in ts if t is not None)
+    return [np.zeros(np.shape(t0)[:1] + _shape(a), t0.dtype) if t is None else t
+            for t, a in zip(ts, arrays)]
 
 
 # -- concatenate ---------------------------------------------------------------
@@ -249,7 +257,15 @@ def _concatenate_vjp(i):
     return vjp
 
 
-_concatenate = _variadic(_concatenate_fwd, _concatenate_vjp, 'np.concatenate')
+def _concatenate_batched(ts, ans, *arrays, axis=0, offsets=None, **kwargs):
+    ts = _batch_tangents(ts, arrays)
+    if axis is None:
+        return np.concatenate([np.reshape(t, (np.shape(t)[0], -1)) for t in ts], axis=1)
+    return np.concatenate(ts, axis=axis % len(_shape(arrays[0])) + 1, **kwargs)
+
+
+_concatenate = _variadic(_concatenate_fwd, _concatenate_vjp, 'np.concatenate',
+                         _concatenate_batched)
 
 
 def _concatenate_composite(arrays, axis=0, out=None, **kwargs):
@@ -283,7 +299,11 @@ def _stack_vjp(i):
     return vjp
 
 
-_stack = _variadic(_stack_fwd, _stack_vjp, 'np.stack')
+def _stack_batched(ts, ans, *arrays, axis=0, **kwargs):
+    return np.stack(_batch_tangents(ts, arrays), axis=axis % len(shape_of(ans)) + 1, **kwargs)
+
+
+_stack = _variadic(_stack_fwd, _stack_vjp, 'np.stack', _stack_batched)
 
 
 def _stack_composite(arrays, axis=0, out=None, **kwargs):

@@ -13,10 +13,13 @@ names, so that changing one import line is all a program needs::
 
 Submodules: ``special`` (logsumexp, softmax, log_softmax, polygamma, multigammaln),
 ``stats`` (distributions' densities and distribution functions), ``linalg`` (expm,
-sqrtm, logm, solve_triangular, cho_factor/cho_solve, lu_factor/lu_solve),
+sqrtm, logm, solve_triangular, cho_factor/cho_solve, lu_factor/lu_solve,
+solve_sylvester, solve_banded),
 ``signal`` (convolve, correlate), ``integrate`` (odeint, solve_ivp by the adjoint
-method).  Every name a submodule does not define is SciPy's own object (it works on
-plain values); any other SciPy subpackage is SciPy's (``tracked.scipy.optimize``).
+method), ``sparse`` (sparse matrices with tracked values; ``sparse.linalg``: spsolve,
+splu, cg, gmres, minres).  Every name a submodule does not define is SciPy's own object
+(it works on plain values); any other SciPy subpackage is SciPy's
+(``tracked.scipy.optimize``).
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ except ImportError as e:        # an optional dependency: say which extra instal
     raise ImportError("tracked.scipy needs SciPy, an optional dependency: "
                       "pip install 'tracked[scipy]'") from e
 
-_OWN = ('special', 'stats', 'linalg', 'signal', 'integrate')
+_OWN = ('special', 'stats', 'linalg', 'signal', 'integrate', 'sparse')
 
 
 def __getattr__(name: str) -> Any:

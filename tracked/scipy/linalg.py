@@ -1,13 +1,13 @@
 """``tracked.scipy.linalg``: ``scipy.linalg`` for tracked values.
 
-``expm``, ``sqrtm``, ``logm``, ``solve_triangular``, ``cho_factor``/``cho_solve`` and
-``lu_factor``/``lu_solve`` with SciPy's signatures, differentiable in every array
-argument to any order (rules in ``tracked/rules/scipy_linalg.py``); and SciPy's
-spellings of what NumPy has (``solve``, ``inv``, ``det``, ``cholesky`` -- upper by
-default, as SciPy's --, ``eigh``, ``svd``, ``qr``, ``lstsq``, ``norm``, ``pinv``),
-which call ``np.linalg``'s differentiated functions.  ``overwrite_*`` and
-``check_finite`` are accepted and ignored.  Every other name is ``scipy.linalg``'s
-own (plain values).
+``expm``, ``sqrtm``, ``logm``, ``solve_triangular``, ``cho_factor``/``cho_solve``,
+``lu_factor``/``lu_solve``, ``solve_sylvester`` and ``solve_banded`` with SciPy's
+signatures, differentiable in every array argument to any order (rules in
+``tracked/rules/scipy_linalg.py``); and SciPy's spellings of what NumPy has
+(``solve``, ``inv``, ``det``, ``cholesky`` -- upper by default, as SciPy's --,
+``eigh``, ``svd``, ``qr``, ``lstsq``, ``norm``, ``pinv``), which call ``np.linalg``'s
+differentiated functions.  ``overwrite_*`` and ``check_finite`` are accepted and
+ignored.  Every other name is ``scipy.linalg``'s own (plain values).
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from ..rules import scipy_linalg as _rules
 from ..values import call
 
 __all__ = ['expm', 'sqrtm', 'logm', 'solve_triangular', 'cho_factor', 'cho_solve',
-           'lu_factor', 'lu_solve', 'solve', 'inv', 'det', 'cholesky', 'eigh', 'svd', 'qr',
-           'lstsq', 'norm', 'pinv']
+           'lu_factor', 'lu_solve', 'solve_sylvester', 'solve_banded', 'solve', 'inv', 'det',
+           'cholesky', 'eigh', 'svd', 'qr', 'lstsq', 'norm', 'pinv']
 
 
 def __getattr__(name: str) -> Any:
@@ -118,6 +118,40 @@ def lu_solve(lu_and_piv: Any, b: Any, trans: int = 0, overwrite_b: bool = False,
     """``lu_solve((lu, piv), b, trans=0) -> x`` with ``op(A) x = b`` for ``A`` factored by
     ``lu_factor``."""
     return _rules.lu_solve(lu_and_piv, b, trans)
+
+
+def solve_sylvester(a: Any, b: Any, q: Any) -> Any:
+    """``solve_sylvester(a, b, q) -> x`` with ``a x + x b = q`` (of each of a stack);
+    differentiable in ``a``, ``b`` and ``q`` (the adjoint is the Sylvester equation of
+    ``a^H`` and ``b^H``).
+
+    >>> import numpy as np, tracked as tr
+    >>> from tracked.scipy.linalg import solve_sylvester
+    >>> a, b = np.diag([1.0, 2.0]), np.diag([3.0, 4.0])
+    >>> solve_sylvester(a, b, np.ones((2, 2)))       # x[i, j] = 1 / (a_i + b_j)
+    array([[0.25      , 0.2       ],
+           [0.2       , 0.16666667]])
+    >>> tr.gradient(lambda q: solve_sylvester(a, b, q)[0, 0], np.ones((2, 2)))[0]
+    array([[0.25, 0.  ],
+           [0.  , 0.  ]])
+    """
+    return _rules.solve_sylvester(a, b, q)
+
+
+def solve_banded(l_and_u: Any, ab: Any, b: Any, overwrite_ab: bool = False,
+                 overwrite_b: bool = False, check_finite: bool = True) -> Any:
+    """``solve_banded((l, u), ab, b) -> x`` with ``a x = b`` for the band matrix ``a``
+    stored as ``ab[u + i - j, j] == a[i, j]``; differentiable in ``ab`` (the entries it
+    stores: the unused corners get zeros) and ``b``.
+
+    >>> import numpy as np, tracked as tr
+    >>> from tracked.scipy.linalg import solve_banded
+    >>> ab = np.array([[0.0, 1.0, 1.0], [4.0, 4.0, 4.0], [1.0, 1.0, 0.0]])   # tridiagonal
+    >>> g, = tr.gradient(lambda ab: solve_banded((1, 1), ab, np.ones(3))[0], ab)
+    >>> g[[0, 2], [0, 2]] == 0                                  # the corners ab never uses
+    array([ True,  True])
+    """
+    return _rules.solve_banded(l_and_u, ab, b)
 
 
 # --------------------------------------------------------------------------

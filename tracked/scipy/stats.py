@@ -26,6 +26,8 @@ from scipy.special import _ufuncs as sp      # the ufuncs (also under SCIPY_ARRA
 import scipy.stats as _st
 
 from . import linalg as _linalg
+from ..rules import scipy_linalg as _linalg_rules
+from ..values import call as _call
 
 __all__ = ['norm', 't', 'cauchy', 'logistic', 'laplace', 'gamma', 'beta', 'chi2', 'expon',
            'uniform', 'lognorm', 'halfnorm', 'invgamma', 'poisson', 'binom', 'bernoulli',
@@ -73,6 +75,8 @@ class _Frozen:
         self.dist, self.args, self.kwds = dist, args, kwds
 
     def __getattr__(self, name):
+        if name in getattr(self.dist, '_parameter_methods', ()):
+            return lambda: getattr(self.dist, f'_{name}')(*self.args, **self.kwds)
         method = getattr(type(self.dist), name, None)
         if method is not None and callable(method) and not name.startswith('_'):
             return lambda x, *a, **k: getattr(self.dist, name)(x, *self.args, *a,
@@ -747,16 +751,29 @@ nbinom = _Nbinom()
 # --------------------------------------------------------------------------
 
 class _MultivariateNormal:
-    """``multivariate_normal.logpdf(x, mean=None, cov=1)``: differentiable in ``x``,
-    ``mean`` and ``cov`` (through its Cholesky factor); ``pdf``; frozen form
-    ``multivariate_normal(mean, cov).logpdf(x)``.  Shapes as SciPy's: ``x`` is one
-    point ``(d,)`` or points ``(..., d)``; a scalar ``cov`` is ``cov * I``, a vector a
-    diagonal.  ``allow_singular=True`` is not supported on tracked values.
+    """``multivariate_normal.logpdf(x, mean=None, cov=1, allow_singular=False)``: as
+    SciPy's, differentiable in ``x``, ``mean`` and ``cov``; ``pdf``; ``entropy(mean=None,
+    cov=1)``, differentiable in ``cov``; frozen form ``multivariate_normal(mean,
+    cov).logpdf(x)``.  Shapes as SciPy's: ``x`` is one point ``(d,)`` or points
+    ``(..., d)``; a scalar ``cov`` is ``cov * I``, a vector a diagonal.  ``cov`` is read
+    on its lower triangle (as SciPy's ``eigh`` reads it), which gets the gradient.
+
+    A singular ``cov`` (``allow_singular=True``, and always for ``entropy``) is treated
+    as SciPy treats it: the density lives on ``mean + range(cov)``, with the
+    pseudo-determinant and the pseudo-inverse ``P`` (eigenvalues below SciPy's cutoff
+    count as zero), and ``logpdf`` is ``-inf`` off that support.  The derivatives are
+    those on the support: in ``x`` along it (the gradient ``-P (x - mean)`` lies in
+    ``range(cov)``), in ``mean`` likewise, in ``cov`` along the directions that keep its
+    rank (a rank-changing direction has none: the density jumps).  Through ``cov =
+    F F^T`` with ``F`` of shape ``(d, r)``, every derivative in ``F`` is exact.
 
     >>> import numpy as np
     >>> from tracked.scipy.stats import multivariate_normal
     >>> float(multivariate_normal.logpdf(np.zeros(2), np.zeros(2), np.eye(2)))
     -1.8378770664093453
+    >>> float(multivariate_normal.logpdf(np.zeros(2), cov=np.diag([1.0, 0.0]),
+    ...                                  allow_singular=True))       # a line in the plane
+    -0.9189385332046727
     """
     name = 'multivariate_normal'
 
@@ -771,20 +788,48 @@ class _MultivariateNormal:
         return _st.multivariate_normal(**kwds)
 
     def logpdf(self, x: Any, mean: Any = None, cov: int = 1, allow_singular: bool = False) -> Any:
+        """``logpdf(x, mean=None, cov=1, allow_singular=False)``: the log density."""
         dim, mean, cov = _mvn_parameters(mean, cov)
         x = _as_points(x, dim)
-        # cov = L L^T: logdet = 2 sum(log diag L), Mahalanobis term by one triangular solve
-        chol = np.linalg.cholesky(cov)
-        dev = np.reshape(x - mean, (-1, dim))
-        z = _linalg.solve_triangular(chol, np.swapaxes(dev, 0, 1), lower=True)
-        maha = np.sum(z * z, axis=0)
-        logdet = 2.0 * np.sum(np.log(np.diagonal(chol)))
-        out = -0.5 * (dim * 2.0 * _LOG_SQRT_2PI + logdet + maha)
-        return _squeeze(np.reshape(out, np.shape(x)[:-1]))
+        dev = x - mean
+        if allow_singular:
+            maha = np.sum((dev @ _linalg_rules.psd_pinv(cov)) * dev, axis=-1)
+            rank = _call(_linalg_rules.psd_rank, cov)
+            logdet = _linalg_rules.psd_log_pdet(cov)
+        else:
+            # cov = L L^T: logdet = 2 sum(log diag L), Mahalanobis term by one triangular solve
+            chol = np.linalg.cholesky(cov)
+            z = _linalg.solve_triangular(chol, np.swapaxes(np.reshape(dev, (-1, dim)), 0, 1),
+                                         lower=True)
+            maha = np.reshape(np.sum(z * z, axis=0), np.shape(x)[:-1])
+            rank, logdet = dim, 2.0 * np.sum(np.log(np.diagonal(chol)))
+        out = -0.5 * (rank * 2.0 * _LOG_SQRT_2PI + logdet + maha)
+        if allow_singular:
+            out = np.where(_call(_linalg_rules.psd_outside, cov, dev), -np.inf, out)
+        return _squeeze(out)
 
     def pdf(self, x: Any, mean: Any = None, cov: int = 1, allow_singular: bool = False) -> Any:
         """The density: ``exp(logpdf)``."""
         return np.exp(self.logpdf(x, mean, cov, allow_singular))
+
+    def entropy(self, mean: Any = None, cov: Any = 1) -> Any:
+        """``entropy(mean=None, cov=1)``: the differential entropy, with the
+        pseudo-determinant of a singular ``cov`` (as SciPy's).
+
+        >>> import numpy as np, tracked as tr
+        >>> from tracked.scipy.stats import multivariate_normal
+        >>> tr.gradient(lambda c: multivariate_normal.entropy(cov=c), np.diag([2.0, 4.0]))[0]
+        array([[0.25 , 0.   ],
+               [0.   , 0.125]])
+        """
+        return self._entropy(mean, cov)
+
+    _parameter_methods = ('entropy',)          # frozen: called with the bound parameters
+
+    def _entropy(self, mean=None, cov=1, allow_singular=True):
+        _, _, cov = _mvn_parameters(mean, cov)
+        rank = _call(_linalg_rules.psd_rank, cov, allow_singular)
+        return 0.5 * (rank * (2.0 * _LOG_SQRT_2PI + 1.0) + _linalg_rules.psd_log_pdet(cov))
 
 
 def _mvn_parameters(mean, cov):

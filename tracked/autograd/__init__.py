@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from .api import pullback, withgradient
-from .jacobians import hessian as _hessian, withjacobian
-from .values import plain
+from ..api import pullback, withgradient
+from ..jacobians import hessian as _hessian, withjacobian
+from ..values import plain
 
 __all__ = ['grad', 'value_and_grad', 'elementwise_grad', 'jacobian', 'hessian']
 
