@@ -38,11 +38,17 @@ def _spec(x):
     return (x.shape, x.dtype.str)
 
 
+_ALL: dict[int, tuple[int, ...]] = {}     # n -> (0, ..., n - 1)
+
+
 def _positions(wrt, n):
     """``wrt`` as a tuple of positions among ``n`` arguments; None if it is not one (the
     tape's own check then says why)."""
     if wrt is None:
-        return tuple(range(n))
+        every = _ALL.get(n)
+        if every is None:
+            every = _ALL[n] = tuple(range(n))
+        return every
     ws = (wrt,) if isinstance(wrt, (int, np.integer)) else wrt
     if isinstance(ws, (tuple, list)) and all(
             isinstance(w, (int, np.integer)) and not isinstance(w, bool) and -n <= w < n
@@ -167,7 +173,7 @@ class AutoCompiled(ADType):
                     tapes.insert(0, tape)
                 except ValueError:
                     pass
-            return val, _own(grads, args, dynamic, out)
+            return val, grads if not dynamic else _own(grads, args, out)
         try:
             tape = GradientTape(entry[0], *tape_args, wrt=positions)
         except OuterTrackedError:              # f reaches an outer tracked value
@@ -185,7 +191,7 @@ class AutoCompiled(ADType):
         tapes.insert(0, tape)
         del tapes[self.paths:]
         val, grads = _replay(tape, tape_args, tape_out)
-        return val, _own(grads, args, dynamic, out)
+        return val, grads if not dynamic else _own(grads, args, out)
 
     @staticmethod
     def _eager(f, args, wrt, out):
@@ -197,12 +203,10 @@ class AutoCompiled(ADType):
                                    'which takes no values of an outer differentiation')
 
 
-def _own(grads, args, dynamic, out):
+def _own(grads, args, out):
     """The gradients of the caller's arguments: ``out`` itself if given, else the tape's
-    without that of the captured values."""
-    if out is not None:
-        return out
-    return grads[:len(args)] if dynamic else grads
+    without that of the captured values (its last argument)."""
+    return out if out is not None else grads[:len(args)]
 
 
 def _replay(tape, args, out):

@@ -87,18 +87,12 @@ def capture(f):
     names = global_names(code)
     # the captured values: closure cells, defaults, keyword defaults, globals read, and
     # the instance of a bound method
-    values = []
     cells = fn.__closure__
-    if cells:
-        for c in cells:
-            try:
-                values.append(c.cell_contents)
-            except ValueError:
-                values.append(_EMPTY)
     defaults = fn.__defaults__
+    kw = fn.__kwdefaults__
+    values = _cells(cells) if cells else []
     if defaults:
         values.extend(defaults)
-    kw = fn.__kwdefaults__
     if kw:
         values.append(kw)
     g = fn.__globals__
@@ -107,13 +101,29 @@ def capture(f):
         values.append(_BUILTINS.get(n, _MISSING) if v is _MISSING else v)
     if t is types.MethodType:
         values.append(f.__self__)
-    statics = tuple([v if type(v) in _STATIC or v is _MISSING or v is _EMPTY else _Dyn
-                     for v in values])
-    dynamic = tuple([_dynamic(v) for v, s in zip(values, statics) if s is _Dyn]) \
-        if _Dyn in statics else ()
+    statics = []
+    dynamic = []
+    for v in values:
+        if type(v) in _STATIC or v is _MISSING or v is _EMPTY:
+            statics.append(v)
+        else:
+            statics.append(_Dyn)
+            dynamic.append(_dynamic(v))
     layout = (len(cells) if cells else 0, len(defaults) if defaults else 0, 1 if kw else 0,
               names, t is types.MethodType)
-    return (code, _Id(g), layout, statics), dynamic, (fn, layout, statics)
+    key_statics = tuple(statics)
+    return (code, _Id(g), layout, key_statics), tuple(dynamic), (fn, layout, key_statics)
+
+
+def _cells(cells):
+    """The contents of closure ``cells`` (``_EMPTY`` for an empty one)."""
+    out = []
+    for c in cells or ():
+        try:
+            out.append(c.cell_contents)
+        except ValueError:
+            out.append(_EMPTY)
+    return out
 
 
 def _dynamic(v):
