@@ -342,8 +342,9 @@ def publish(job):
     already there stays: another process compiled it first), delete ``job`` and keep
     the store within ``size_limit()``."""
     store = os.path.dirname(os.path.dirname(job))
+    names = sorted(os.listdir(job))
     try:
-        for name in sorted(os.listdir(job)):
+        for name in names:
             src, dst = os.path.join(job, name), os.path.join(store, name)
             if entries.check(src, name) is not None:
                 continue                      # not compiled whole: nothing to keep
@@ -358,7 +359,7 @@ def publish(job):
                     _set_aside(dst, why)
     finally:
         shutil.rmtree(job, ignore_errors=True)
-    _trim(store)
+    _trim(store, keep=names)
 
 
 def compile_elsewhere(sources, started=None, out=None):
@@ -444,10 +445,11 @@ def _used(path):
     return 0.0
 
 
-def _trim(store, limit=None):
+def _trim(store, limit=None, keep=()):
     """Delete the least recently used entries of ``store`` while it holds more than
-    ``limit`` bytes (default ``size_limit()``), down to 90% of it; staging folders of
-    dead processes go too."""
+    ``limit`` bytes (default ``size_limit()``), down to 90% of it, but not those named
+    in ``keep`` (just published: about to be loaded); staging folders of dead processes
+    go too."""
     limit = size_limit() if limit is None else limit
     now = time.time()
     staging = os.path.join(store, STAGING)
@@ -463,14 +465,16 @@ def _trim(store, limit=None):
                 continue
             if e.name == DAMAGED:
                 subs = [(_used(s.path), _size(s.path), s.path) for s in os.scandir(e.path)]
+            elif e.name in keep:
+                subs = [(float('inf'), _size(e.path), e.path)]
             else:
                 subs = [(_used(e.path), _size(e.path), e.path)]
             entries += subs
             total += sum(s for _, s, _ in subs)
     if total <= limit:
         return
-    for _, size, path in sorted(entries):
-        if total <= 0.9 * limit:
+    for used, size, path in sorted(entries):
+        if total <= 0.9 * limit or used == float('inf'):
             break
         _remove(path)
         total -= size
