@@ -205,7 +205,8 @@ def test_the_disk_cache_honours_xdg_cache_home(monkeypatch, tmp_path):
     assert cache.cache_dir().startswith(str(tmp_path / 'mine'))
     monkeypatch.delenv('TRACKED_CACHE_DIR')
     monkeypatch.delenv('XDG_CACHE_HOME')
-    cache.cache_dir()                                   # back to the default for later tests
+    # the default, named without making it (the user's own cache: not the tests')
+    assert cache.root() == os.path.join(os.path.expanduser('~'), '.cache', 'tracked')
 
 
 def test_float32_tapes_run_float32_kernels():

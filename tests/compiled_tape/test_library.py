@@ -2,18 +2,11 @@
 models, compiled ahead of use, serve other models of the same kind whatever their sizes
 and depth, so that their compiled tapes start without compiling anything."""
 import numpy as np
-import pytest
 
 import tracked as tr
 from tracked.compiled_tape import library
 
 TIMEOUT = 300
-
-
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv('TRACKED_CACHE_DIR', str(tmp_path))
-    return tmp_path
 
 
 def _user_model():

@@ -29,12 +29,6 @@ def smooth(x, c):
 
 
 @pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv('TRACKED_CACHE_DIR', str(tmp_path))
-    return tmp_path
-
-
-@pytest.fixture
 def held_switch(monkeypatch):
     """The switch to the kernels waits until the test sets the returned event."""
     release = threading.Event()
@@ -80,7 +74,7 @@ def test_rounding_aside_the_switch_changes_nothing(fresh_cache, held_switch):
 
 
 def test_a_failed_compile_leaves_the_numpy_replay(fresh_cache, monkeypatch):
-    monkeypatch.setattr(tiers, 'WORKER', 'import sys; sys.exit("no compiler here")')
+    monkeypatch.setattr(cache, 'WORKER', 'import sys; sys.exit("no compiler here")')
     ct = tr.compile(tr.GradientTape(exact, np.ones(4)))
     assert ct.wait(TIMEOUT) is False
     assert 'exited with 1' in str(ct.compile_error) and 'no compiler here' in str(ct.compile_error)
@@ -89,7 +83,7 @@ def test_a_failed_compile_leaves_the_numpy_replay(fresh_cache, monkeypatch):
 
 
 def test_a_killed_compile_leaves_the_numpy_replay(fresh_cache, monkeypatch):
-    monkeypatch.setattr(tiers, 'WORKER', 'import time; time.sleep(600)')
+    monkeypatch.setattr(cache, 'WORKER', 'import time; time.sleep(600)')
     ct = tr.compile(tr.GradientTape(exact, np.ones(4)))
     ct.gradient(np.ones(4))                          # the first call starts the compilation
     t = ct._tiering
@@ -103,39 +97,42 @@ def test_a_killed_compile_leaves_the_numpy_replay(fresh_cache, monkeypatch):
     assert np.array_equal(ct.gradient(np.array([1.0, 2.0, 3.0, 4.0]))[0], [2.0, 1.0, 18.0, -0.25])
 
 
-_LOAD = r'''
+_COMPILE = r'''
+import sys, warnings
 import numpy as np, tracked as tr
 from test_tiers import smooth
+warnings.simplefilter('error')              # no CacheWarning: nothing was damaged
 tape = tr.compile(tr.GradientTape(smooth, np.linspace(-1.0, 1.0, 37), 1.5, wrt=(0,)),
-                  background=False)
-c = tape.compiled
-hits = [getattr(__import__(k.name), k.name).cache_hits for k in c.kernels]
+                  background=sys.argv[1] == 'background')
+assert tape.wait(600), tape.compile_error
+hits = [sys.modules[k.name].__dict__[k.name].cache_hits for k in tape.compiled.kernels]
 v, (g, _) = tape.withgradient(np.cos(np.arange(37.0)), 0.5)
 e, (eg, _) = tr.withgradient(smooth, np.cos(np.arange(37.0)), 0.5)
 print(hits, bool(np.allclose(v, e, rtol=1e-13) and np.allclose(g, eg, rtol=1e-13)))
 '''
 
 
-def test_two_processes_compiling_the_same_kernels_do_not_corrupt_the_cache(fresh_cache):
-    tape = tr.GradientTape(smooth, np.linspace(-1.0, 1.0, 37), 1.5, wrt=(0,))
-    prog = tape._new_compiled()
-    for name, source in prog.sources():
-        cache.write(name, source)
-    spec = json.dumps({'dir': cache.cache_dir(), 'kernels': [k.name for k in prog.kernels],
-                       'entry': prog.entry_name})
-    procs = [subprocess.Popen([sys.executable, '-c', tiers.WORKER, spec],
-                              stderr=subprocess.PIPE) for _ in range(2)]
-    for p in procs:
-        _, err = p.communicate(timeout=TIMEOUT)
-        assert p.returncode == 0, err.decode()
-    # a third process loads every kernel from the cache and computes the right gradient
+def _python(code, *args):
     here = str(__import__('pathlib').Path(__file__).parent)
-    code = f'import sys; sys.path.insert(0, {here!r})\n' + _LOAD
-    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
-                       timeout=TIMEOUT)
-    assert r.returncode == 0, r.stderr
-    hits, ok = r.stdout.split(']')
-    assert set(json.loads(hits + ']')) == {1} and ok.strip() == 'True'
+    return subprocess.Popen([sys.executable, '-c', f'import sys; sys.path.insert(0, {here!r})\n'
+                             + code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def test_two_processes_compiling_the_same_kernels_do_not_corrupt_the_cache(fresh_cache):
+    # one compiling in the background (a compiling process), one in the foreground,
+    # started together: both publish the same entries; each keeps the one it finds
+    procs = [_python(_COMPILE, how) for how in ('background', 'foreground')]
+    for p in procs:
+        out, err = p.communicate(timeout=TIMEOUT)
+        assert p.returncode == 0, err
+        assert out.split(']')[1].strip() == 'True'
+    # a third process loads every kernel from the cache, checked, and compiles nothing
+    out, err = _python(_COMPILE, 'foreground').communicate(timeout=TIMEOUT)
+    hits, ok = out.split(']')
+    assert set(json.loads(hits + ']')) == {1} and ok.strip() == 'True', err
+    assert not list((fresh_cache).rglob('*.tmp'))
+    assert not any((fresh_cache).glob('*/.staging/*'))
 
 
 def test_one_compiling_process_at_a_time_and_shared_kernels_compile_once(fresh_cache,
@@ -143,12 +140,12 @@ def test_one_compiling_process_at_a_time_and_shared_kernels_compile_once(fresh_c
     running, most, started = [0], [0], []
     compile_elsewhere = tiers.Tiering._compile_elsewhere
 
-    def counted(self, prog, folder):
+    def counted(self, sources):
         running[0] += 1
         most[0] = max(most[0], running[0])
-        started.append(prog.entry_name)
+        started.append(sources)
         try:
-            compile_elsewhere(self, prog, folder)
+            compile_elsewhere(self, sources)
         finally:
             running[0] -= 1
     monkeypatch.setattr(tiers.Tiering, '_compile_elsewhere', counted)

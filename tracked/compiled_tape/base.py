@@ -219,17 +219,10 @@ class Tape:
         return CompiledProgram(self.program, self.specs, self.out_specs, self.placements)
 
     def _warm(self, prog):
-        """Run ``prog`` once on the recorded values (its entry compiles or loads now)."""
-        full: list[Any] = [None] * len(self.specs)
-        for ins in self.program.instrs:
-            if ins.kind == 'input':       # as the caller gives it (integers as integers)
-                v = ins.value
-                full[ins.pos] = v.astype(self.specs[ins.pos][1]) if \
-                    isinstance(v, np.ndarray) and v.dtype != self.specs[ins.pos][1] else v
-        for p, x in enumerate(full):
-            if x is None:
-                full[p] = np.zeros(*self.specs[p])
-        prog.run(full, self._new_outs())
+        """Run ``prog`` once on the recorded values (its entry loads now), compared with
+        the NumPy replay (firstrun.py)."""
+        from .firstrun import check
+        check(self, prog)
 
     def _switch(self, tiering, prog):
         """Use ``prog`` from the next call on (called by the background compilation)."""

@@ -100,11 +100,12 @@ class CompiledProgram:
         """``[(module name, source)]`` of the kernels this program needs."""
         return self._vm.sources()
 
-    def load(self):
-        """Load the kernels and the entry (compiling those the disk cache lacks), bind
-        the tables and make the first frame."""
+    def load(self, compile=True):
+        """Load the kernels and the entry (compiling those the disk cache lacks; with
+        ``compile=False`` raising cache.CacheMiss instead), bind the tables and make the
+        first frame."""
         if self.vm is None:
-            self._vm.bind()
+            self._vm.bind(compile)
             self.pool.append(self.new_frame())
             self.vm = self._vm.fn
         return self

@@ -70,27 +70,13 @@ def reference_tapes(activations=ACTIVATIONS, losses=LOSSES, dtypes=DTYPES, depth
 
 def missing(tapes):
     """``[(module name, source)]`` of the kernels and entries of ``tapes`` (GradientTapes)
-    that numba's disk cache lacks, each once."""
+    that the disk cache lacks, each once."""
     from . import cache
-    found = {}
+    found: dict[str, str] = {}
     for tape in tapes:
         for name, source in tape._new_compiled().sources():
-            if name not in found and not cache.is_cached(name):
-                found[name] = source
-    return list(found.items())
-
-
-# Compiles in a fresh process: one that imported a kernel module before (from another
-# cache folder) would find it in sys.modules and compile nothing into this folder.
-_WORKER = r'''
-import importlib, sys, time
-sys.path.insert(0, sys.argv[1])
-import numpy as np
-for name in sys.argv[2:]:
-    t0 = time.process_time()
-    importlib.import_module(name)          # compiled when imported, saved beside it
-    print(f'{name}: {time.process_time() - t0:.2f} s', flush=True)
-'''
+            found.setdefault(name, source)
+    return cache.missing(list(found.items()))
 
 
 def prebuild(tapes=None, out=None):
@@ -98,28 +84,16 @@ def prebuild(tapes=None, out=None):
     ``tapes`` (default: ``reference_tapes()``) that it lacks, in a new process; returns
     their module names.  ``out`` (a callable, e.g. ``print``) receives a line per module
     compiled."""
-    import subprocess
-    import sys
     from . import cache
     if tapes is None:
         tapes = [t for _, t in reference_tapes()]
     todo = missing(tapes)
-    if not todo:
-        return []
-    for name, source in todo:
-        cache.write(name, source)
-    names = [name for name, _ in todo]
-    proc = subprocess.Popen([sys.executable, '-c', _WORKER, cache.cache_dir(), *names],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stderr is not None      # (PIPE: for mypy)
-    for line in proc.stdout:
-        if out is not None:
-            out(line.rstrip('\n'))
-    err = proc.stderr.read()
-    if proc.wait() != 0:
-        raise RuntimeError(f'compiling the kernel library failed: {err.strip()[-2000:]}')
-    return names
+    if todo:
+        try:
+            cache.compile_elsewhere(todo, out=out)
+        except cache.CacheError as e:
+            raise RuntimeError(f'compiling the kernel library failed: {e}') from e
+    return [name for name, _ in todo]
 
 
 if __name__ == '__main__':

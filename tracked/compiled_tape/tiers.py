@@ -15,17 +15,19 @@ rounding (NumPy's vectorised ``sin`` or pairwise ``sum`` round differently from 
 scalar loop; IEEE-exact operations give the same bits).
 
 If the process fails or is killed, the tape keeps replaying in NumPy and
-``tape.compile_error`` says why.  Two processes compiling the same kernels at once
-write the same files: sources and numba's cache entries are written to a temporary
-file and renamed, so a reader sees a whole file or none.  A process compiles for one
-tape at a time; the other tapes' threads wait their turn (still replaying in NumPy).
+``tape.compile_error`` says why.  The process compiles into a staging folder, loads
+back what numba wrote (so that the code's first load is not in this process) and
+hashes it; this process loads only entries whose files match their hashes (cache.py)
+and compares the first run with the NumPy replay before switching (firstrun.py).
+Two processes compiling the same kernels at once both succeed: each publishes its
+staging folder by a rename, and the second keeps the first's.  A process compiles for
+one tape at a time; the other tapes' threads wait their turn (still replaying in NumPy).
 """
 import _thread
-import sys
 import threading
 import time
 
-__all__ = ['Tiering', 'CompileError', 'WORKER', 'START_DELAY', 'wait_all']
+__all__ = ['Tiering', 'CompileError', 'START_DELAY', 'wait_all']
 
 START_DELAY = 0.5        # seconds the planning waits for the first call at most
 GRACE = 0.01             # seconds between the first call's end and the planning
@@ -33,20 +35,6 @@ GRACE = 0.01             # seconds between the first call's end and the planning
 
 class CompileError(RuntimeError):
     """The background compilation of a tape's kernels failed (the tape replays in NumPy)."""
-
-
-# The background process: imports the kernel modules and the entry (each compiled for
-# its one signature when imported, and saved to numba's cache beside it).  It imports
-# NumPy and numba only, not tracked: it starts in a fraction of a second.
-WORKER = r'''
-import importlib, json, sys
-spec = json.loads(sys.argv[1])
-sys.path.insert(0, spec['dir'])
-import numpy as np
-for name in spec['kernels']:
-    importlib.import_module(name)
-importlib.import_module(spec['entry'])          # compiled for its signature when imported
-'''
 
 
 class Tiering:
@@ -86,17 +74,9 @@ class Tiering:
             prog = self.compiled = self.tape._new_compiled()
             self._mark('planned')
             self.planned.set()
-            if not _all_cached(prog, cache):
-                for name, source in prog.sources():
-                    cache.write(name, source)
-                with _compile_slot:
-                    # another tape's process may have compiled these kernels meanwhile
-                    if not _all_cached(prog, cache):
-                        self._compile_elsewhere(prog, cache.cache_dir())
-                self._mark('compiled')
-            prog.load()
+            self._load(prog, cache)
             self._mark('loaded')
-            self.tape._warm(prog)
+            self.tape._warm(prog)          # compared with the NumPy replay (firstrun.py)
             self.tape._switch(self, prog)
             self._mark('switched')
         except BaseException as e:     # noqa: BLE001 -- reported through compile_error
@@ -107,24 +87,39 @@ class Tiering:
             self.done.set()
             _running.discard(self)
 
+    def _load(self, prog, cache):
+        """Compile elsewhere what the cache lacks, then load it all (never compiling
+        here); once more if an entry went missing in between (evicted, deleted)."""
+        for attempt in (0, 1):
+            todo = cache.missing(prog.sources())
+            if todo:
+                with _compile_slot:
+                    # another tape's process may have compiled these kernels meanwhile
+                    todo = cache.missing(todo)
+                    if todo:
+                        self._compile_elsewhere(todo)
+                self._mark('compiled')
+            try:
+                prog.load(compile=False)
+                return
+            except cache.CacheMiss:
+                if attempt:
+                    raise
+
     def _mark(self, stage):
         self.times[stage] = time.perf_counter()
 
-    def _compile_elsewhere(self, prog, folder):
-        """Compile ``prog``'s kernels and entry into the cache ``folder`` in a new process."""
-        import json
-        import subprocess
-        spec = {'dir': folder, 'kernels': [k.name for k in prog.kernels],
-                'entry': prog.entry_name}
-        self.proc = subprocess.Popen([sys.executable, '-c', WORKER, json.dumps(spec)],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
+    def _compile_elsewhere(self, sources):
+        """Compile ``sources`` into the cache in a new process (cache.compile_elsewhere)."""
+        from . import cache
+        try:
+            cache.compile_elsewhere(sources, started=self._started)
+        except cache.CacheError as e:
+            raise CompileError(str(e)) from e
+
+    def _started(self, proc):
+        self.proc = proc
         _warm_numba()                  # meanwhile: numba's first use in this process
-        _, err = self.proc.communicate()
-        if self.proc.returncode != 0:
-            tail = err.decode(errors='replace').strip().splitlines()[-3:]
-            raise CompileError(f'the compiling process exited with {self.proc.returncode}'
-                               + (': ' + ' / '.join(tail) if tail else ''))
 
     def wait(self, timeout=None):
         """Wait until the tape switched or the compilation failed; whether it switched."""
@@ -139,10 +134,6 @@ _running: set['Tiering'] = set()     # the Tierings still working, in any thread
 # tapes share kernels, so a queue also compiles less.  Unbounded, a test suite or an
 # AutoCompiled meeting many signatures started dozens at once (load ~100 on 2 cores).
 _compile_slot = threading.Lock()
-
-
-def _all_cached(prog, cache):
-    return all(cache.is_cached(name) for name, _ in prog.sources())
 
 
 def wait_all(timeout=None):

@@ -47,9 +47,9 @@ class VM:
     ``kernels`` are the distinct kernels, ``leaves`` and ``outs`` the leaf positions
     and output arrays the entry takes, in order, after ``T`` and ``P`` (``types``:
     their dtypes and dimensions); ``py_steps`` the steps run in Python.
-    ``bind()`` loads the kernels and the entry (compiling what the disk cache lacks)
-    and writes their addresses into ``T``; ``fn`` is then the entry.  ``P`` (where the
-    arenas' addresses go, in a copy of ``T`` per frame) starts at ``T[3]``.
+    ``bind(compile=True)`` loads the kernels and the entry (compiling what the disk
+    cache lacks) and writes their addresses into ``T``; ``fn`` is then the entry.  ``P``
+    (where the arenas' addresses go, in a copy of ``T`` per frame) starts at ``T[3]``.
     """
 
     def __init__(self, steps, constants, layout, leaf_specs, out_specs):
@@ -102,13 +102,14 @@ class VM:
         return [(k.name, cache.kernel_module(k)) for k in self.kernels] + \
             [(self.entry_name, self.entry_source)]
 
-    def bind(self):
-        """Import the kernels (numba loads them from the disk cache or compiles them) and
-        write their addresses into ``T``."""
+    def bind(self, compile=True):
+        """Load the kernels (numba loads them from the disk cache or, unless ``compile``
+        is False, compiles them) and write their addresses into ``T``."""
         addr = {}
         for k in self.kernels:
-            addr[k.name] = getattr(cache.load(k.name, cache.kernel_module(k)), k.name).address
-        self.fn = cache.load(self.entry_name, self.entry_source).vm
+            m = cache.load(k.name, cache.kernel_module(k), compile)
+            addr[k.name] = getattr(m, k.name).address
+        self.fn = cache.load(self.entry_name, self.entry_source, compile).vm
         T = self.T
         T[1] = self.C.ctypes.data
         T[T_GEMM], T[T_GEMV] = blas_helpers()
