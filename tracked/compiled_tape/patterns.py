@@ -155,17 +155,12 @@ def have_blas():
     return True
 
 
-def try_matmul(P, ins):
-    """``A @ B`` of 1-d or 2-d float64 or float32 operands: a loop form chosen from the
-    operands' strides, and BLAS (gemm or gemv through numba's helpers) for large products
-    of (transposed) C matrices and contiguous vectors.  Without SciPy a large product is
-    left to NumPy."""
-    if ins.kwargs:
-        return 'keyword arguments: ' + ', '.join(ins.kwargs)
-    if len(ins.args) != 2 or ins.dtype not in _MATMUL_DTYPES:
-        return f'{ins.dtype} product: only float64 and float32 products have a kernel'
+
+def _matrix_storages(P, ins, operands):
+    """The storages of a product's 1-d or 2-d operands of ``ins``'s dtype (recorded values
+    in memory, constants placed), or why there are none."""
     sts = []
-    for a in ins.args:
+    for a in operands:
         if type(a) is Ref:
             ai = P.instrs[a.i]
             if ai.dtype != ins.dtype or len(ai.shape) not in (1, 2):
@@ -181,6 +176,20 @@ def try_matmul(P, ins):
                 return f'a {a.ndim}-d {a.dtype} constant: needs 1-d or 2-d {ins.dtype}'
             s = P.mem.const(a, scalar_ok=False)
         sts.append(s)
+    return sts
+
+def try_matmul(P, ins):
+    """``A @ B`` of 1-d or 2-d float64 or float32 operands: a loop form chosen from the
+    operands' strides, and BLAS (gemm or gemv through numba's helpers) for large products
+    of (transposed) C matrices and contiguous vectors.  Without SciPy a large product is
+    left to NumPy."""
+    if ins.kwargs:
+        return 'keyword arguments: ' + ', '.join(ins.kwargs)
+    if len(ins.args) != 2 or ins.dtype not in _MATMUL_DTYPES:
+        return f'{ins.dtype} product: only float64 and float32 products have a kernel'
+    sts = _matrix_storages(P, ins, ins.args)
+    if isinstance(sts, str):
+        return sts
     P.close()
     A, B = sts
     if len(A.shape) == 2:
@@ -248,23 +257,9 @@ def _coo_operands(P, ins, dense, coords):
     for a in coords:
         if type(a) is Ref or np.asarray(a).dtype != np.int64 or np.ndim(a) != 1:
             return 'coordinates that are not 1-d int64 constants'
-    sts = []
-    for a in dense:
-        if type(a) is Ref:
-            ai = P.instrs[a.i]
-            if ai.dtype != ins.dtype or len(ai.shape) not in (1, 2):
-                return f'operand %{a.i} is {len(ai.shape)}-d {ai.dtype}: needs 1-d or 2-d ' \
-                       f'{ins.dtype}'
-            P.close_if_computing(a.i)
-            s = P.mem.storages[a.i]
-            if s is None:
-                return f'operand %{a.i} is not in memory'
-        else:
-            a = np.asarray(a)
-            if a.dtype != ins.dtype or a.ndim not in (1, 2):
-                return f'a {a.ndim}-d {a.dtype} constant: needs 1-d or 2-d {ins.dtype}'
-            s = P.mem.const(a, scalar_ok=False)
-        sts.append(s)
+    sts = _matrix_storages(P, ins, dense)
+    if isinstance(sts, str):
+        return sts
     idx = [P.mem.const(a, scalar_ok=False) for a in coords]
     P.close()
     return sts, idx
