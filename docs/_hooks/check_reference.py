@@ -25,7 +25,7 @@ SUBMODULES = ('tracked.autograd', 'tracked.autograd.extend', 'tracked.autograd.t
               'tracked.autograd.misc.flatten', 'tracked.autograd.misc.optimizers',
               'tracked.autograd.scipy.signal', 'tracked.distributed', 'tracked.scipy.special',
               'tracked.scipy.stats', 'tracked.scipy.linalg', 'tracked.scipy.signal',
-              'tracked.scipy.integrate')
+              'tracked.scipy.integrate', 'tracked.scipy.sparse', 'tracked.scipy.sparse.linalg')
 CONTAINERS = ('tracked.numpy', 'tracked.scipy') + SUBMODULES   # documented as modules too
 
 

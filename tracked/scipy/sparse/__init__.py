@@ -20,7 +20,7 @@ import scipy.sparse as _sp
 from .matrix import SparseMatrix, build
 
 __all__ = ['SparseMatrix', 'csr_matrix', 'csr_array', 'csc_matrix', 'csc_array', 'coo_matrix',
-           'coo_array', 'issparse', 'conversion_hint']
+           'coo_array', 'issparse']
 
 
 def __getattr__(name: str) -> Any:
