@@ -687,3 +687,25 @@ def test_fast_paths_build_the_entry_new_node_builds(build, inputs):
     general = tp.new_node(n.prim, inputs(x, y, z), dict(n.kwargs), tr.data(out), n.parents,
                           n.level, n.same_shape)
     _same_entry(n, general)
+
+
+def test_an_entry_released_while_protections_are_being_counted_does_not_deadlock():
+    # found by the program fuzzer: a garbage collection inside protect's critical
+    # section ran a dead entry's weakref callback (_release) on the same thread, which
+    # took the (then non-reentrant) lock again and hung the process
+    import threading
+
+    from tracked import tape
+
+    class Owner:
+        args = ()
+
+    def scenario():
+        owner = Owner()
+        tape.protect(owner, [np.ones(3)])
+        with tape._lock:
+            del owner                    # its callback releases, inside the section
+    t = threading.Thread(target=scenario, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), 'releasing inside the protection section deadlocked'

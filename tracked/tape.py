@@ -545,7 +545,11 @@ def backward(root, seed, retain=False, private=False, sparse=False):
 # id(array) -> [array, number of live entries protecting it]
 _protected: dict[int, list[Any]] = {}
 _finalizers: dict[int, weakref.ref[Any]] = {}   # id(owner) -> its callback unprotects
-_lock = threading.Lock()   # the counts are shared by threads (a constant used by several)
+# The counts are shared by threads (a constant used by several).  Reentrant: a garbage
+# collection inside ``protect``'s critical section may run an entry's weakref callback
+# (``_release``) on the same thread, which then takes the lock again (a plain Lock
+# deadlocked the process there).
+_lock = threading.RLock()
 _pending: list[np.ndarray] = []     # released views whose base is still protected
 
 
