@@ -709,3 +709,21 @@ def test_an_entry_released_while_protections_are_being_counted_does_not_deadlock
     t.start()
     t.join(10)
     assert not t.is_alive(), 'releasing inside the protection section deadlocked'
+
+
+def test_a_replaced_sum_buffer_is_never_written_into_again():
+    # found by the program fuzzer (seed 1004192): a cotangent buffer this backward pass
+    # made was replaced by a new sum, freed, and its id reused by a read-only saved
+    # value, into which the pass then added ("output array is read-only"; a writable
+    # one would have been changed silently)
+    def f(a):
+        c = np.prod(np.cos(a))
+
+        def g(p):
+            def h(q):
+                return np.sqrt(1.0 + q[0] * q[0]) + 0.1 * np.sin(np.sum(q[1]))
+            y, t = tr.jvp(h, ([p, c],), ([a, 0.5],))
+            return np.sum(y) + np.sum(np.tanh(t)) + 0.1 * np.sin(np.sum(p))
+        return np.sum(c * tr.checkpoint(g, a))
+    a = np.array([-1.1, -1.18])
+    np.testing.assert_allclose(tr.hessian_reverse(f, a), tr.hessian(f, a), rtol=1e-10)

@@ -256,3 +256,19 @@ def test_an_array_in_two_arguments_gets_each_arguments_partial():
     np.testing.assert_allclose(gb['e'], np.cos(W) * W)
     outer = tr.gradient(lambda w: np.sum(tr.gradient(f, w, {'e': w})[0]), W)[0]
     np.testing.assert_allclose(outer, np.cos(W))
+
+
+def test_ignore_derivatives_gives_a_new_array_at_every_level():
+    # found by the program fuzzer (seed 1002901): plainly, ignore_derivatives(x) was x
+    # itself, so a tree holding both tied them; under an outer differentiation it was
+    # another array, and they were not tied: the value changed with the level
+    def f(a0):
+        v0 = tr.ignore_derivatives(a0[0])
+        g = tr.gradient(lambda p, q: np.sum(q['x']) + 0.1 * np.sum(np.sin(q['v'])),
+                        (), {'v': a0[0], 'x': v0})[1]['v']
+        return np.sum(g)
+    args = ((np.array([[0.6, 1.41, 1.36], [1.5, 0.99, -1.29]]),),)
+    assert outer_values(f, *args)[0] == pytest.approx(tr.withgradient(f, *args).val, rel=1e-14)
+    x = np.ones(3)
+    assert tr.ignore_derivatives(x) is not x
+    np.testing.assert_array_equal(tr.ignore_derivatives(x), x)

@@ -639,7 +639,19 @@ def ignore_derivatives(x: Any) -> Any:
         with pause_recording():
             out = x()
         return _untracked(out)
-    return _untracked(x)
+    return _new_value(_untracked(x))
+
+
+def _new_value(x: Any) -> Any:
+    """``x`` with each array a new object (a view): a value whose derivatives are ignored
+    is never the same array as its input, so a tree holding both does not tie them,
+    whether the input was tracked (a new array then) or plain (the same one, before)."""
+    if type(x) is np.ndarray:
+        return x.view() if x.ndim else x
+    if not is_node(x):
+        return x
+    return tree_map(lambda a: a.view() if type(a) is np.ndarray and a.ndim else a, x,
+                    is_leaf=lambda a: type(a) is np.ndarray)
 
 
 def non_differentiable(fn: Callable[P, R]) -> Callable[P, R]:

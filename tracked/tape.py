@@ -293,8 +293,18 @@ def _accumulate(prev, gi, owned):
     """``prev + gi``, in place into a buffer this backward pass made when that is safe.
 
     ``owned`` holds the ids of buffers created here and referenced only by the
-    cotangent table, so writing into them cannot change anything a caller sees.
+    cotangent table, so writing into them cannot change anything a caller sees.  A
+    buffer the sum replaces leaves the table, and its id leaves ``owned``: once it is
+    freed, the id may be another array's (an input's, a read-only saved value), which
+    must never be written into.
     """
+    out = _sum(prev, gi, owned)
+    if out is not prev:
+        owned.discard(id(prev))
+    return out
+
+
+def _sum(prev, gi, owned):
     if type(gi) is Cotangents:
         return prev.plus(gi)
     if type(gi) is SparseCotangent:
