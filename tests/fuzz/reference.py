@@ -215,7 +215,8 @@ class Reference:
     def ignore_derivatives(self, x: Any) -> Any:
         if callable(x):
             return self.frozen(x)
-        return self.frozen(lambda: x)
+        # a new value: never the same array as its input (so never tied to it)
+        return self.frozen(lambda: tree_map(lambda a: a.view() if is_array(a) else a, x))
 
     def fmap(self, fn: Callable[[Any], Any], tree: Any) -> Any:
         done: dict[int, Any] = {}
