@@ -60,9 +60,6 @@ class Node:
       otherwise; read only when ``same_shape`` is False);
     - ``grad``: a leaf's gradient buffer (None for leaves without one); never set on
       other entries;
-    - ``views``: weak references to tracked views of a non-leaf's memory (``x[1:]``,
-      ``x.T``), for refusing in-place writes NumPy would propagate; unset until the
-      first view is noted (read it with getattr);
     - ``protects``: the arrays this entry made read-only (``protect``); unset unless
       it saved a leaf's value or a constant array.
 
@@ -73,7 +70,7 @@ class Node:
     """
 
     __slots__ = ('prim', 'args', 'kwargs', 'ans', 'shape', 'parents', 'seq', 'level',
-                 'same_shape', 'real_parents', 'grad', 'views', 'protects', '__weakref__')
+                 'same_shape', 'real_parents', 'grad', 'protects', '__weakref__')
     # The slots' types (annotations only: the slots above hold the values)
     prim: Any                   # registry.Primitive | None
     args: Any                   # tuple | None
@@ -86,7 +83,6 @@ class Node:
     same_shape: bool
     real_parents: Any           # tuple[int, ...] | None
     grad: Any                   # np.ndarray | None
-    views: list[weakref.ref[Any]]
     protects: list[np.ndarray]
 
     def __repr__(self):

@@ -95,7 +95,9 @@ def note(view: Any, base: Any, step: Step) -> None:
             or base._node.level != view._node.level:
         return
     vv, bv = plain(view._value), plain(base._value)
-    if type(vv) is not np.ndarray or not (vv is bv or np.may_share_memory(vv, bv)):
+    # (an array NumPy made anew has no base: a copy, without the bounds test)
+    if type(vv) is not np.ndarray or not (vv is bv or (vv.base is not None and
+                                                       np.may_share_memory(vv, bv))):
         view._alias = COPY
         return
     alias = getattr(base, '_alias', None)
@@ -112,10 +114,10 @@ def note(view: Any, base: Any, step: Step) -> None:
         view._alias = LEAF
         return
     # read-only as NumPy made it (not because the base is protected): writes refused
-    readonly = not vv.flags.writeable and bool(getattr(bv, 'flags', None) and
-                                               bv.flags.writeable)
+    readonly = False if vv.flags.writeable else bool(getattr(bv, 'flags', None) and
+                                                     bv.flags.writeable)
     view._alias = alias
-    view._chain = base._chain + ((step[0], tuple(step[1]), dict(step[2]), readonly),)
+    view._chain = base._chain + ((step[0], tuple(step[1]), step[2], readonly),)
     alias.views.append(weakref.ref(view))
     n = len(alias.views)
     if n >= 16 and not n & (n - 1):          # amortised pruning of dead views
