@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout
 import tracked as tr                   # noqa: E402
-from tracked.values import Tracked     # noqa: E402
+from tracked.boxes import Tracked
 
 BASELINE = '--baseline' in sys.argv
 if not BASELINE and os.environ.get('SCIPY_ARRAY_API') != '1':

@@ -6,7 +6,7 @@ import tracked as tr
 from tracked import tape as tp
 from tracked.api import vjp
 from tracked.registry import Primitive
-from tracked.values import apply
+from tracked.dispatch import apply
 
 
 class Boom(Exception):

@@ -39,7 +39,7 @@ def test_integer_arguments_used_as_axis_by_keyword():
 
 
 def test_a_tracked_keyword_only_float_is_refused_by_name():
-    from tracked.values import bind_keywords
+    from tracked.dispatch import bind_keywords
     def f(x, *, scale=1.0):
         return x * scale
     with pytest.raises(TypeError, match='scale= cannot be passed by position'):

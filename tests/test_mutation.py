@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tracked as tr
-from tracked.values import plain
+from tracked.box import plain
 
 
 def fresh(x, *others):

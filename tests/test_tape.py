@@ -503,7 +503,7 @@ def test_entries_save_only_what_their_pullbacks_read():
     assert squared._node.ans is None
     # a shape-only read of something that is not an array keeps it as it is
     from tracked.registry import Primitive
-    from tracked.values import apply
+    from tracked.dispatch import apply
     prim = Primitive(lambda a, s: a * 1.0, [lambda g, ans, a, s: g * np.ones(np.shape(s)), None])
     y = apply(prim, (x, [1.0, 2.0]), {})
     assert y._node.args == (None, [1.0, 2.0])

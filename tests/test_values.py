@@ -1,4 +1,4 @@
-"""Tracked values (tracked/values.py): param, the tracked types, NumPy dispatch."""
+"""Tracked values (values.py, boxes.py, dispatch.py): param, the tracked types, NumPy dispatch."""
 import io
 import operator
 
@@ -7,7 +7,7 @@ import pytest
 
 import tracked as tr
 from tracked.api import vjp
-from tracked.values import TrackedArray, TrackedReal
+from tracked.boxes import TrackedArray, TrackedReal
 
 
 # --------------------------------------------------------------------------

@@ -6,8 +6,9 @@ try:
 except _metadata.PackageNotFoundError:      # imported from a source tree, not installed
     __version__ = '0+unknown'
 
-from .values import TrackedArray, TrackedReal, back
-from . import values as _values, views as _views
+from . import box as _box, dispatch as _dispatch, forward as _forward, views as _views
+from .box import back
+from .boxes import TrackedArray, TrackedReal
 from . import rules  # noqa: F401  (fills the registry)
 from . import api  # noqa: F401
 from .api import gradient, withgradient, pullback  # noqa: F401
@@ -39,7 +40,12 @@ from . import show  # noqa: F401  (print(layer) lists the model Flux's way)
 from . import optimise  # noqa: F401
 from .optimise import Descent, Momentum, Adam, AdamW, setup, update, train  # noqa: F401
 
-_values.register_views(_views.note, _views.write)   # NumPy's aliasing for the boxes
+# The core's modules are connected here, by registration (each sits below the ones it
+# hands work to): the box types recording makes, forward mode's apply, and the view
+# tracking of in-place writes.
+_box.register_types(TrackedArray, TrackedReal)
+_dispatch.register_forward(_forward.forward_apply)
+_dispatch.register_views(_views.note, _views.write)
 
 __all__ = [
     # tracked values (Tracker style)

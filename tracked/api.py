@@ -18,7 +18,7 @@ from .arguments import Args, check_function, split_backend
 from .reverse import WithGradient, eager_withgradient, vjp
 from .tape import Owner, protect
 from .tree_util import is_node, leaves
-from .values import Tracked
+from .boxes import Tracked
 
 __all__ = ['vjp', 'pullback', 'gradient', 'withgradient']
 

@@ -13,7 +13,10 @@ from typing import Any
 import numpy as np
 
 from .tree_util import flatten, is_node, unflatten
-from .values import Tracked, as_value, object_array_error, plain
+from .box import plain
+from .boxes import Tracked
+from .conversions import object_array_error
+from .values import as_value
 
 __all__ = ['ADType', 'split_backend', 'check_function', 'check_output', 'no_complex_inputs',
            'differentiable', 'Args', 'match_gradient',

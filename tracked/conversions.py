@@ -10,12 +10,17 @@ differentiable version ``tracked.scipy`` or ``tracked.numpy`` has of it, if any.
 """
 from __future__ import annotations
 
+import dis
 import importlib
 import sys
 from types import FrameType, FunctionType
 from typing import Any
 
-__all__ = ['ConversionError', 'conversion_error', 'library_caller', 'numba_type']
+import numpy as np
+
+__all__ = ['ConversionError', 'conversion_error', 'library_caller', 'numba_type',
+           'conversion_message', 'running', 'PERCENT', 'STORE', 'plain_result',
+           'object_array_error', 'refuse_subclass']
 
 _GENERIC = ('a tracked value cannot be converted to a plain NumPy array silently: that would '
             'drop its gradient. Use tr.data(x) for the value; to build an array from tracked '
@@ -217,3 +222,92 @@ def _numba_dispatcher() -> Any:
             return frame.f_locals.get('self')
         frame = frame.f_back
     return None
+
+
+def conversion_message(what: str) -> str:
+    """The refusal of a conversion of a tracked number to a Python one (``what``)."""
+    return (f'{what} would drop its gradient (so would math.*, '
+            f'np.float64(...), storing it into a plain array with a[i] = t or a.fill(t), '
+            f'and np.array([...]) of tracked values). Read the value on purpose with '
+            f'tr.data(t) (a recorded tape follows it), branch with a comparison '
+            f'(if t > 0: ...), and build arrays from tracked values with np.stack([...]) '
+            f'(or import tracked.numpy as np, whose np.array accepts them, and whose '
+            f'zeros_like/empty_like(x) of a tracked x give an array that out[i] = t can '
+            f'write into).')
+
+
+# ``'%.3f' % loss`` (and logging's ``'loss %f', loss``) reach __float__ from C exactly as
+# float(loss) and math.exp(loss) do; the caller's current instruction tells them apart:
+# only %-formatting runs the ``%`` operator there (a number's ``%`` with a tracked
+# operand is tracked's __rmod__).  Text keeps no gradient to lose, so it is allowed,
+# as f'{loss:.3f}' (__format__) is; on an unknown bytecode the conversion refuses.
+PERCENT: tuple[tuple[int, tuple[int, ...] | None], ...]    # (opcode, its args or None)
+if 'BINARY_OP' in dis.opmap:            # Python >= 3.11: NB_REMAINDER, NB_INPLACE_REMAINDER
+    PERCENT = ((dis.opmap['BINARY_OP'], (6, 19)),)
+else:
+    PERCENT = ((dis.opmap['BINARY_MODULO'], None), (dis.opmap['INPLACE_MODULO'], None))
+
+
+# ``a[i] = t`` into a plain array reaches __float__ from NumPy's C setter: the same
+# refusal, worded for the statement the user wrote.
+STORE = ((dis.opmap['STORE_SUBSCR'], None),)
+
+
+def running(frame: Any, ops: tuple[tuple[int, tuple[int, ...] | None], ...]) -> bool:
+    """Whether ``frame``'s current instruction is one of ``ops`` (``PERCENT``, ``STORE``)."""
+    try:
+        code, i = frame.f_code.co_code, frame.f_lasti
+        return any(code[i] == op and (args is None or code[i + 1] in args)
+                   for op, args in ops)
+    except (AttributeError, IndexError, KeyError):
+        return False
+
+
+def plain_result(name: str, ans: Any) -> np.ndarray | np.generic:
+    """The result of ``name`` as a NumPy value, or a ``TypeError`` when it is not one
+    that tracked can differentiate (an operand was a masked array, a matrix, or held
+    Python objects)."""
+    if type(ans) in (float, int, bool, complex):
+        return np.asarray(ans)[()]
+    if isinstance(ans, np.ndarray) and type(ans) is not np.ndarray:
+        refuse_subclass(ans, name)
+    if getattr(ans, 'dtype', None) is None or ans.dtype.kind == 'O':
+        raise TypeError(f'{name} gave {_describe_value(ans)}: an operand holds Python '
+                        f'objects (an array of dtype object?). {_OBJECTS_FIX}')
+    return ans
+
+
+_OBJECTS_FIX = ('tracked differentiates arrays of numbers: convert it with x.astype(float) '
+                'first')
+
+
+def object_array_error(x: Any) -> TypeError:
+    """The error for an array of dtype object given where tracked takes numbers."""
+    return TypeError(f'got an array of dtype object (shape {x.shape}): its numbers are '
+                     f'Python objects, which tracked cannot differentiate (their gradient '
+                     f'would be None). {_OBJECTS_FIX}')
+
+
+def _describe_value(v: Any) -> str:
+    dtype = getattr(v, 'dtype', None)
+    return f'an array of dtype {dtype}' if dtype is not None else f'a {type(v).__name__}'
+
+
+def refuse_subclass(x: Any, operation: str | None = None) -> None:
+    """Refuse the ndarray subclasses whose arithmetic is not NumPy's (a masked array's
+    mask, np.matrix's ``*``): tracked differentiates plain arrays, and would drop the
+    mask or change the product without a word.  Other subclasses (np.memmap, ...) are
+    taken as plain arrays."""
+    if isinstance(x, np.ma.MaskedArray):
+        fix = ('compute with plain arrays: x.filled(0.0) or np.where(mask, 0.0, x), '
+               'and a weight array for masked reductions')
+    elif isinstance(x, np.matrix):
+        fix = 'convert it with np.asarray(m) (and write matrix products with @)'
+    elif operation is None:
+        return
+    else:
+        fix = 'convert it with np.asarray(...) first'
+    where = f' from {operation}' if operation else ''
+    raise TypeError(f'tracked differentiates plain NumPy arrays, got a '
+                    f'{type(x).__module__}.{type(x).__name__}{where}; {fix}')
+

@@ -35,13 +35,15 @@ from typing import Any, ParamSpec, TypeVar, overload
 import numpy as np
 
 from . import tape as _tape
-from . import values as _values
+from . import dispatch as _dispatch
 from .registry import Primitive
 from .rebind import RebindError, rebind
 from .reverse import vjp
 from .tape import Dropped, pause_recording, active_recorder
 from .tree_util import is_node, leaves, tree_map
-from .values import Tracked, apply, leaf_root, plain
+from .box import plain
+from .boxes import Tracked
+from .dispatch import apply, leaf_root
 
 __all__ = ['rule', 'ignore_derivatives', 'non_differentiable', 'checkpoint']
 
@@ -668,7 +670,7 @@ def non_differentiable(fn: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         for a in args:
             if isinstance(a, Tracked) or is_node(a):
-                return _untracked(_values.call_nondiff(
+                return _untracked(_dispatch.call_nondiff(
                     fn, tuple(_untracked_arg(a) for a in args), kwargs))
         return _untracked(fn(*args, **kwargs))
     return wrapper

@@ -52,7 +52,8 @@ from . import api
 from .arguments import ADType, Args, check_scalar, differentiable, first_output
 from .optimise import train as _train
 from .tree_util import flatten, follow, leaves
-from .values import Tracked, plain
+from .box import plain
+from .boxes import Tracked
 
 __all__ = ['withgradient', 'train', 'place', 'Placed', 'ShardError', 'StepTimeoutError']
 

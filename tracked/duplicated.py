@@ -32,7 +32,7 @@ from .compiled_tape.trees import TrackedArgumentError
 from .flat import trainable
 from .reverse import WithGradient, vjp
 from .tree_util import TreeDef, flatten, follow, leaves, register_node, tree_map, unflatten
-from .values import Tracked
+from .boxes import Tracked
 
 __all__ = ['Duplicated', 'Const', 'is_annotated', 'withgradient']
 

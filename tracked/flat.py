@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .tree_util import TreeDef, flatten, unflatten
-from .values import Tracked
+from .boxes import Tracked
 
 __all__ = ['trainable', 'destructure', 'Restructure', 'nparams']
 

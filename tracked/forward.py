@@ -4,7 +4,7 @@ A ``Dual`` at trace level ``L`` holds a primal (plain, or tracked at a lower lev
 and a tangent of the same shape, or ``K`` tangents stacked along a leading axis
 (ForwardDiff's chunks, JAX's ``vmap(jvp)``): ``DualLevel.batch`` says which, for
 every value of one level.  NumPy code runs on it unmodified through the same
-protocols as tracked values; ``values.apply`` sends an operation whose highest
+protocols as tracked values; ``dispatch.apply`` sends an operation whose highest
 level is a ``Dual``'s to ``forward_apply``, which computes the primal with
 ``apply`` (so lower levels record it: forward over reverse) and the tangent from
 the primitive's registry entry (``registry.Primitive``: partials, ``linear``, an
@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import registry, values as _values, views as _views
+from . import registry, views as _views
 from .arguments import float_dtype, leaf_value
 from .reverse import vjp
+from .box import plain
+from .boxes import Boxed, Tracked, foreign_operation
+from .dispatch import apply, call, is_output_array, plain_index, ufunc_call
+from .integers import IntBehaviour, RatioBehaviour
 from .tape import Cotangents, new_level, thread_state, unbroadcast
-from .values import (Boxed, IntBehaviour, RatioBehaviour, Tracked, apply, call,
-                     foreign_operation, plain, plain_index, ufunc_call)
 
 __all__ = ['Dual', 'DualInt', 'DualLevel', 'make_dual', 'duals', 'primal', 'tangent',
            'run_forward', 'output_tangent',
@@ -75,7 +77,7 @@ class DualMethods(_Mixin):
                         'use tr.gradient or tr.pullback for reverse mode')
 
     # None of the eager fast paths (they build tape entries): operations go to
-    # ``values.apply`` and from there to ``forward_apply``, except elementwise ones,
+    # ``dispatch.apply`` and from there to ``forward_apply``, except elementwise ones,
     # which take ``_elementwise`` (the same result, a third of the Python work).
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method == '__call__' and not kwargs:
@@ -329,7 +331,7 @@ def forward_apply(prim, args, kwargs, level):
         primals = [_strip_level(a, level) if p in prim.index_args else a
                    for p, a in enumerate(primals)]
     # A custom rule (``direct``) runs its own forward on lower-level values, as
-    # ``values.apply`` lets it: its pullback then closes over them, so the tangent
+    # ``dispatch.apply`` lets it: its pullback then closes over them, so the tangent
     # it gives (double vjp) is differentiable at those levels.
     ans = prim.fn(*primals, **kwargs) if prim.direct else apply(prim, primals, kwargs)
     if lvl is None:                           # duals only inside an index
@@ -361,7 +363,7 @@ def _strip_level(a, level):
 def _box_outputs(ans, out, lvl):
     boxed = []
     for a, t in zip(ans, out):
-        if t is None or not _values.is_output_array(a):
+        if t is None or not is_output_array(a):
             boxed.append(a)
         else:
             boxed.append(Dual.make(a, _fit(t, a, lvl.batch), lvl))
@@ -506,7 +508,6 @@ def _full_cotangent(g, a):
     return g
 
 
-_values.forward_apply = forward_apply
 
 
 def batch_axes(axis, ndim):

@@ -15,7 +15,8 @@ import numpy as np
 from . import values as _values
 from .arguments import is_number_list
 from .tree_util import isnumeric, is_node, leaf, leaves, tree_map
-from .values import Tracked, value
+from .box import value
+from .boxes import Tracked
 
 T = TypeVar('T')
 

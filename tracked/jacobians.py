@@ -31,7 +31,8 @@ from .arguments import (Args, check_function, check_output, float_dtype, keep_va
                         no_complex_inputs)
 from .tree_util import follow
 from .forward import DualLevel, make_dual, output_tangent, primal, run_forward
-from .values import Tracked, plain
+from .box import plain
+from .boxes import Tracked
 
 __all__ = ['jacobian', 'withjacobian', 'hessian', 'hessian_reverse', 'diaghessian', 'jvp',
            'hvp']

@@ -41,7 +41,8 @@ from .custom import non_differentiable
 from .nn import Layer, as_rng, function_name
 from .tape import active_recorder, differentiating
 from .tree_util import leaf, leaves
-from .values import Tracked, plain
+from .box import plain
+from .boxes import Tracked
 
 __all__ = ['State', 'BatchNorm', 'LayerNorm', 'Dropout', 'trainmode', 'testmode']
 

@@ -22,7 +22,8 @@ from . import functors as _functors
 from .duplicated import Duplicated
 from .tape import protected
 from .tree_util import flatten, follow, tree_map
-from .values import Tracked, plain
+from .box import plain
+from .boxes import Tracked
 
 __all__ = ['Descent', 'Momentum', 'Adam', 'AdamW', 'OptLeaf', 'setup', 'update', 'train']
 

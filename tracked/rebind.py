@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .values import Tracked
+from .boxes import Tracked
 
 __all__ = ['rebind', 'RebindError']
 

@@ -224,11 +224,11 @@ class Primitive:
     never on ``name``, so renaming a rule changes nothing it fuses.
     ``index_args`` lists the positions of index arguments (tuples or lists whose
     parts may be index arrays computed from recorded values, e.g. ``np.argsort``'s
-    result on a ``GradientTape``): ``values.apply`` looks inside them for tracked
+    result on a ``GradientTape``): ``dispatch.apply`` looks inside them for tracked
     parts, so that a replay recomputes the index instead of freezing it.
     ``sequences`` lists the positions whose list or tuple arguments are passed as
     given.  Elsewhere, a plain list or tuple (one that holds no tracked value) at a
-    position with a pullback is an array operand: ``values.apply`` converts it with
+    position with a pullback is an array operand: ``dispatch.apply`` converts it with
     ``np.asarray`` once, before the entry is recorded, so no pullback and no recorded
     instruction sees a list (``np.interp(x, [0, 3], [0, 6])``).  A rule that takes a
     sequence of arrays at one position, or a user's function that must see its
@@ -514,7 +514,7 @@ def defcomposite(fun: Any, impl: Callable[..., Any], arrays: tuple[str, ...] = (
     ``arrays`` names ``impl``'s parameters that are array operands (as NumPy's
     ``__array_function__`` dispatcher of ``fun`` lists them); ``*name`` is its
     var-positional one.  A plain list or tuple passed there, by position or keyword,
-    reaches ``impl`` as an array (``values.call``), as it would reach NumPy's own
+    reaches ``impl`` as an array (``dispatch.call``), as it would reach NumPy's own
     code; the primitives ``impl`` calls convert their own operands, so only a
     composite whose own code reads its operands (``xp.ndim``) needs this.
 

@@ -23,7 +23,9 @@ from .arguments import Args, check_scalar, first_output, leaf_value
 from .registry import Primitive
 from .tape import Node, backward, new_level, new_node, thread_state
 from .tree_util import is_node, tree_map
-from .values import Tracked, leaf, plain
+from .box import plain
+from .boxes import Tracked
+from .values import leaf
 
 __all__ = ['vjp', 'pullback_args', 'eager_withgradient', 'WithGradient']
 

@@ -23,7 +23,8 @@ from .colorings import Coloring, coloring
 from .forward import DualLevel, make_dual, output_tangent, primal, run_forward
 from .reverse import eager_withgradient, vjp
 from .sparsity import detect_hessian, detect_jacobian, record
-from .values import Tracked, plain
+from .box import plain
+from .boxes import Tracked
 
 __all__ = ['sparse_withjacobian', 'sparse_hessian', 'jacobian_coloring', 'hessian_coloring',
            'leaf_seeds', 'leaf_blocks']

@@ -49,7 +49,8 @@ from .compiled_tape.program import Program
 from .compiled_tape.record import Instr, Recorder, Ref
 from .registry import Primitive, reads_value
 from .tape import new_level, pop_recorder, push_recorder
-from .values import SELECT, plain
+from .box import plain
+from .dispatch import SELECT
 
 __all__ = ['jacobian_sparsity', 'hessian_sparsity', 'Recording', 'record']
 

@@ -63,7 +63,7 @@ class Node:
     - ``protects``: the arrays this entry made read-only (``protect``); unset unless
       it saved a leaf's value or a constant array.
 
-    Made by ``new_node``, or slot by slot by ``values.record`` and the eager fast
+    Made by ``new_node``, or slot by slot by ``dispatch.record`` and the eager fast
     paths (``tests/test_tape.py`` checks that all build the same entry): a class
     without ``__init__`` is created at C speed, a Python ``__init__`` costs ~5% of an
     operation.

@@ -8,7 +8,7 @@ import numpy as np
 
 from .reverse import vjp
 from .arguments import Args
-from .values import plain
+from .box import plain
 
 __all__ = ['gradcheck', 'jvpcheck']
 

@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from .values import Tracked
+from .box import Box
 
 __all__ = ['register_node', 'leaf', 'isnumeric', 'is_node', 'children', 'rebuild',
            'flatten', 'unflatten', 'TreeDef', 'tuple_def', 'tree_map', 'leaves',
@@ -51,7 +51,7 @@ __all__ = ['register_node', 'leaf', 'isnumeric', 'is_node', 'children', 'rebuild
 LEAF, STATIC, REF, DICT, LIST, TUPLE, NAMEDTUPLE, OBJECT, NODE = range(9)
 _NUMBERED = (DICT, LIST, OBJECT, NODE)        # the nodes that may be shared
 ITEM, ATTR, CHILD = range(3)                   # how a path steps into a node
-_TIED = (np.ndarray, Tracked)                  # leaves that are tied when they recur
+_TIED = (np.ndarray, Box)                      # leaves that are tied when they recur
 
 
 def _tied(x: Any) -> bool:
@@ -136,7 +136,7 @@ def isnumeric(x: Any) -> bool:
     return isinstance(x, (float, np.floating, complex, np.complexfloating))
 
 
-_ATOMS = (str, bytes, int, float, complex, type(None), np.generic, np.ndarray, Tracked,
+_ATOMS = (str, bytes, int, float, complex, type(None), np.generic, np.ndarray, Box,
           enum.Enum, functools.partial, np.ufunc, np.dtype, type, range, slice)
 
 

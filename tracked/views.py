@@ -32,7 +32,9 @@ from typing import Any
 import numpy as np
 
 from .registry import Primitive
-from .values import LEAF_VIEW_WRITE, Tracked, apply, plain
+from .box import plain
+from .boxes import Tracked
+from .dispatch import LEAF_VIEW_WRITE, apply
 
 __all__ = ['Alias', 'note', 'write', 'COPY']
 

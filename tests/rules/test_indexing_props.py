@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import tracked as tr
-from tracked.values import plain
+from tracked.box import plain
 
 EXAMPLES = int(os.environ.get('TRACKED_HYPOTHESIS_EXAMPLES', 60))   # raise it for a deep run
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None,

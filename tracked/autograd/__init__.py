@@ -25,7 +25,7 @@ import numpy as np
 
 from ..api import pullback, withgradient
 from ..jacobians import hessian as _hessian, withjacobian
-from ..values import plain
+from ..box import plain
 
 __all__ = ['grad', 'value_and_grad', 'elementwise_grad', 'jacobian', 'hessian']
 

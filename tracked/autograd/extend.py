@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..registry import Primitive
-from ..values import Tracked, apply
+from ..boxes import Tracked
+from ..dispatch import apply
 
 __all__ = ['primitive', 'defvjp', 'defjvp']
 

@@ -25,7 +25,7 @@ import types
 import numpy as np
 
 from ..tree_util import flatten, register_node, unflatten
-from ..values import Tracked
+from ..boxes import Tracked
 from .trees import TrackedArgumentError, is_input
 
 __all__ = ['capture', 'Rebound', 'Captured', 'global_names']

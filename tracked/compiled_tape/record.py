@@ -2,8 +2,8 @@
 
 A ``Recorder`` owns the lowest trace level of a recording (``level``).  Inputs are
 leaves at that level; differentiated inputs are wrapped in leaves at higher levels.
-Every operation reaches the lowest level (``values.apply`` recurses into lower
-levels), where ``values.apply`` hands it to ``Recorder.record``: one ``Instr`` per
+Every operation reaches the lowest level (``dispatch.apply`` recurses into lower
+levels), where ``dispatch.apply`` hands it to ``Recorder.record``: one ``Instr`` per
 operation, holding the primitive's *forward* function and its arguments with
 ``Ref`` in place of recorded values.  The backward pass is run on higher levels
 with the pullbacks seeing lowest-level values, so it is recorded here as ordinary
@@ -24,7 +24,9 @@ import numpy as np
 
 from ..registry import NONDIFF, Primitive, display_name
 from ..tape import new_node
-from ..values import SELECT, Tracked, box, box_outputs, plain, real_parents
+from ..box import make as box, plain
+from ..boxes import Tracked
+from ..dispatch import SELECT, box_outputs, real_parents
 from .guards import Guard, concrete_value, user_frame
 
 __all__ = ['Ref', 'Instr', 'Recorder', 'instr_text']
@@ -222,7 +224,7 @@ class Recorder:
         return a, a
 
     def record(self, prim, args, kwargs):
-        """``values.apply`` at the recording level: compute, record, return a tracked value."""
+        """``dispatch.apply`` at the recording level: compute, record, return a tracked value."""
         if kwargs:
             for v in kwargs.values():
                 if isinstance(v, Tracked):

@@ -16,7 +16,9 @@ import numpy as np
 
 from ..arguments import check_scalar, first_output
 from ..tape import backward, new_level
-from ..values import Tracked, call, leaf
+from ..boxes import Tracked
+from ..dispatch import call
+from ..values import leaf
 from .base import Tape
 from .calls import ValGrad, install
 from .signature import check_out, out_leaves

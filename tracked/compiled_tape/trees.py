@@ -29,7 +29,7 @@ import numpy as np
 
 from ..arguments import differentiable
 from ..tree_util import DICT, LEAF, LIST, STATIC, TUPLE, flatten, unflatten, keystr
-from ..values import Tracked
+from ..boxes import Tracked
 
 __all__ = ['TrackedArgumentError', 'is_input', 'flatten_args', 'unflatten_args', 'arg_leaves',
            'describe', 'leaf_path', 'is_one_leaf', 'tree_literal']

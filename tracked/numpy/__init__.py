@@ -46,7 +46,8 @@ from numpy import *  # noqa: F401,F403  (NumPy's own names: tracked values dispa
 
 from ._lists import wrap_dispatched as _wrap_dispatched
 from ..registry import RULES as _RULES
-from ..values import Tracked as _Tracked, holds_tracked as _holds_tracked
+from ..boxes import Tracked as _Tracked
+from ..dispatch import holds_tracked as _holds_tracked
 
 __all__ = [n for n in dir(_np) if not n.startswith('_')]
 

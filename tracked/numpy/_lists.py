@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from ..conversions import ConversionError
-from ..values import holds_tracked
+from ..dispatch import holds_tracked
 
 __all__ = ['accepting_lists', 'wrap_dispatched']
 

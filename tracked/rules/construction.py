@@ -20,7 +20,8 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..registry import Primitive, defcomposite, nondifferentiable
-from ..values import Tracked, apply, call_nondiff
+from ..boxes import Tracked
+from ..dispatch import apply, call_nondiff
 from .indexing import scatter_add
 
 

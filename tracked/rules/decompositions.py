@@ -37,7 +37,7 @@ NumPy's outputs agree on such losses):
 import numpy as np
 
 from ..registry import Primitive, defcomposite, defvjp
-from ..values import apply
+from ..dispatch import apply
 from .matrices import (arr, col, conj, diag_embed, diag_part, dtype_of, fold_triangle,
                        hermitian_part, inverse_gaps, is_complex, mH, real_dtype, right_solve, row,
                        shape_of, solve)

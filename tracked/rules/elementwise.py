@@ -47,7 +47,7 @@ import numpy as np
 
 from ..forward import align_batch
 from ..registry import Primitive, defpartials, defvjp, defcomposite
-from ..values import apply
+from ..dispatch import apply
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)

@@ -8,7 +8,7 @@ primitive was rejected: it would make ``y[i] = y[i - 1] * 2`` on a 1-d ``y``
 refuse the write for a view that does not exist.
 
 ``x[idx] = v`` (``TrackedArray.__setitem__``) records ``operator.setitem`` as a
-primitive returning a new array; ``values.Tracked._mutate`` then points the box at
+primitive returning a new array; ``boxes.Tracked._mutate`` then points the box at
 it.  Its adjoints are ``zero_at`` (for ``x``) and a gather (for ``v``).
 """
 import operator
@@ -17,7 +17,8 @@ import numpy as np
 
 from ..registry import FAST, Primitive, defcomposite, defvjp
 from ..tape import SparseCotangent, shape_of
-from ..values import Tracked, apply
+from ..boxes import Tracked
+from ..dispatch import apply
 
 __all__ = ['scatter_add', 'zero_at', 'getitem', 'has_int_arrays']
 

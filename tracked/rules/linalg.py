@@ -29,7 +29,7 @@ import operator
 import numpy as np
 
 from ..registry import Primitive, defcomposite, defvjp, nondifferentiable
-from ..values import apply
+from ..dispatch import apply
 from .matrices import (arr, col, conj, dtype_of, eye, fold_triangle, hermitian_part,
                        is_complex, mH, pad_batch, right_solve, row, shape_of, solve, trace)
 

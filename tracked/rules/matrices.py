@@ -6,7 +6,7 @@ operation is a NumPy call), so pullbacks written with them nest.  ``Meta`` stand
 """
 import numpy as np
 
-from ..values import Tracked
+from ..boxes import Tracked
 
 
 def arr(x):

@@ -9,7 +9,8 @@ a plain result.
 import numpy as np
 
 from ..registry import nondifferentiable, defcomposite
-from ..values import Tracked, call_nondiff
+from ..boxes import Tracked
+from ..dispatch import call_nondiff
 
 # comparison and logical ufuncs, with their compiled-tape templates
 for _f, _kernel in ((np.less, '({0} < {1})'), (np.less_equal, '({0} <= {1})'),

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..registry import defcomposite
-from ..values import Tracked
+from ..boxes import Tracked
 
 
 def _polyval(p, x):

@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 from ..registry import Primitive, defcomposite, defvjp
-from ..values import apply
+from ..dispatch import apply
 from .matrices import (arr, col, conj, dtype_of, moveaxis, mT, pad_batch, reject_out, row,
                        shape_of)
 

@@ -20,7 +20,7 @@ from numpy.lib.array_utils import normalize_axis_tuple
 from ..forward import batch_axes
 from ..registry import Primitive, defvjp, defcomposite, REDUCE, ACCUMULATE
 from ..tape import shape_of
-from ..values import apply
+from ..dispatch import apply
 from .matrices import conj, is_complex
 
 _NoValue = np._NoValue

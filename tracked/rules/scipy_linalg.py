@@ -40,7 +40,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from ..registry import Primitive, defcomposite, defvjp, nondifferentiable
-from ..values import apply, call
+from ..dispatch import apply, call
 from .matrices import fold_triangle, hermitian_part
 
 

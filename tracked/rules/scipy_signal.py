@@ -14,7 +14,7 @@ import numpy as np
 import scipy.signal as ssig
 
 from ..registry import defcomposite, defvjp
-from ..values import call
+from ..dispatch import call
 from .elementwise import is_complex
 
 

@@ -40,7 +40,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ..registry import defvjp
-from ..values import call
+from ..dispatch import call
 from .matrices import conj, is_complex
 
 __all__ = ['coo_matmul', 'coo_sample', 'coo_solve', 'coo_krylov', 'matmul', 'sample', 'solve',

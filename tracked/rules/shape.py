@@ -12,7 +12,8 @@ import numpy as np
 from ..forward import batch_axes
 from ..registry import Primitive, defvjp, defcomposite, identity
 from ..tape import shape_of
-from ..values import Tracked, apply, call_nondiff
+from ..boxes import Tracked
+from ..dispatch import apply, call_nondiff
 from .indexing import scatter_add, contains_tracked
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..registry import Primitive, defcomposite
-from ..values import apply
+from ..dispatch import apply
 
 
 def _flipconj(v):

@@ -32,7 +32,7 @@ import sys
 
 import numpy as np
 
-from ..values import register_foreign_operand
+from ..boxes import register_foreign_operand
 
 __all__: list[str] = []
 

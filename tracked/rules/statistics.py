@@ -18,7 +18,8 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..registry import defcomposite, nondifferentiable
-from ..values import Tracked, call_nondiff
+from ..boxes import Tracked
+from ..dispatch import call_nondiff
 from .matrices import is_complex
 
 try:

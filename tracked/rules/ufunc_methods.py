@@ -21,7 +21,8 @@ from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..registry import ACCUMULATE, NONDIFF, REDUCE, RULES, UFUNC_METHODS, defcomposite, \
     nondifferentiable
-from ..values import Tracked, call_nondiff, no_method_rule
+from ..boxes import Tracked
+from ..dispatch import call_nondiff, no_method_rule
 from .indexing import scatter_add
 
 _NoValue = np._NoValue

@@ -35,7 +35,8 @@ from ..reverse import vjp
 from ..jacobians import jvp
 from ..registry import Primitive, nondifferentiable
 from ..tree_util import flatten, unflatten
-from ..values import Tracked, apply, call
+from ..boxes import Tracked
+from ..dispatch import apply, call
 
 __all__ = ['odeint', 'solve_ivp']
 

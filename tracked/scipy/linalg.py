@@ -17,7 +17,7 @@ import numpy as np
 import scipy.linalg as _sla
 
 from ..rules import scipy_linalg as _rules
-from ..values import call
+from ..dispatch import call
 
 __all__ = ['expm', 'sqrtm', 'logm', 'solve_triangular', 'cho_factor', 'cho_solve',
            'lu_factor', 'lu_solve', 'solve_sylvester', 'solve_banded', 'solve', 'inv', 'det',

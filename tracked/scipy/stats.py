@@ -27,7 +27,7 @@ import scipy.stats as _st
 
 from . import linalg as _linalg
 from ..rules import scipy_linalg as _linalg_rules
-from ..values import call as _call
+from ..dispatch import call as _call
 
 __all__ = ['norm', 't', 'cauchy', 'logistic', 'laplace', 'gamma', 'beta', 'chi2', 'expon',
            'uniform', 'lognorm', 'halfnorm', 'invgamma', 'poisson', 'binom', 'bernoulli',

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ...tree_util import flatten as _tree_flatten, unflatten as _tree_unflatten
-from ...values import Tracked
+from ...boxes import Tracked
 
 __all__ = ['flatten']
 

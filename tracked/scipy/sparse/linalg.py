@@ -22,7 +22,8 @@ import scipy.sparse as _sp
 import scipy.sparse.linalg as _spla
 
 from ...rules import scipy_sparse as _rules
-from ...values import Tracked, holds_tracked
+from ...boxes import Tracked
+from ...dispatch import holds_tracked
 from .matrix import SparseMatrix, build
 
 __all__ = ['spsolve', 'splu', 'SuperLU', 'cg', 'gmres', 'minres']

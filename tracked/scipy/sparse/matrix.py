@@ -24,7 +24,8 @@ import scipy.sparse as _sp
 from ...conversions import conversion_error
 from ...rules.indexing import scatter_add
 from ...rules.scipy_sparse import matmul
-from ...values import Tracked, holds_tracked
+from ...boxes import Tracked
+from ...dispatch import holds_tracked
 
 __all__ = ['SparseMatrix', 'build']
 
