@@ -62,11 +62,30 @@ def _ids(cases):
     return [c.id for c in cases]
 
 
+def rules_without_cases(cases):
+    """The names of the registered rules that no case of ``cases`` covers."""
+    covered = {c.covers for c in cases}
+    return [registry.display_name(f) if callable(f) else repr(f)
+            for f in registry.RULES if f not in covered]
+
+
 def test_every_rule_has_cases():
-    covered = {c.covers for c in ALL_CASES}
-    missing = [registry._name(f) if callable(f) else repr(f)
-               for f in registry.RULES if f not in covered]
-    assert not missing, f'rules registered without a finite-difference case: {missing}'
+    missing = rules_without_cases(ALL_CASES)
+    assert not missing, (f'rules registered without a finite-difference case: '
+                         f'{", ".join(missing)}; add a case(...) to the CASES of their '
+                         f'family in tests/rules/')
+
+
+def test_a_rule_without_cases_is_named():
+    def uncovered(x):
+        return x
+    registry.defvjp(uncovered, lambda g, ans, x: g)
+    try:
+        with pytest.raises(AssertionError, match=r'without a finite-difference case: '
+                                                 r'tests\.rules\.test_systematic\.uncovered;'):
+            test_every_rule_has_cases()
+    finally:
+        del registry.RULES[uncovered]
 
 
 @pytest.mark.parametrize('c', ALL_CASES, ids=_ids(ALL_CASES))

@@ -310,7 +310,7 @@ class Recorder:
             return                                            # a constant of this recording
         i = self.by_node[v._node]
         if kind == 'index-array':
-            # Used as an index: it stays a recorded value (returned to ``_plain_index``),
+            # Used as an index: it stays a recorded value (returned to ``plain_index``),
             # so the indexing instruction and its adjoint read the new index on replay.
             # A boolean mask also decides a shape: guard its count.
             if getattr(plain_value, 'dtype', None) is not None and plain_value.dtype.kind == 'b':

@@ -1,9 +1,13 @@
 """Derivative rules, one file per family.  Importing this package fills the registry.
 
-Each rule is one entry: ``defvjp(numpy_fn, vjp_arg0, vjp_arg1, ...)`` where every
-pullback has the signature ``vjp(g, ans, *args, **kwargs)`` and is written with
-NumPy operations (never by reaching into ``.data``), so that it is differentiable
-itself.  Broadcasting is undone centrally by the tape, not here.
+Each NumPy callable has one entry in ``registry.RULES``: a primitive made by
+``defpartials`` (an elementwise function's partial derivatives) or ``defvjp`` (one
+pullback ``vjp(g, ans, *args, **kwargs)`` per argument, ``multi=True`` for several
+outputs), or a composite (``defcomposite``) written with other primitives, among them
+internal ones a module builds with ``Primitive(...)`` and calls with ``apply`` (svd,
+clip, indexing).  Pullbacks are written with NumPy operations (never by reaching into
+``.data``), so that they are differentiable themselves.  Broadcasting is undone
+centrally by the tape, not here.  ``docs/dev/rules.md`` is the guide.
 
 SciPy (an optional extra): ``scipy_special`` registers the ``scipy.special`` ufuncs
 when SciPy imports (they reach the registry unmodified); ``scipy_linalg`` and
