@@ -14,7 +14,7 @@ Also here: the two reads a user makes of a box, ``value`` (``tr.data``) and ``ba
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,8 +22,9 @@ import numpy.typing as npt
 from . import tape as _tape
 from .tape import Node, SparseCotangent, backward
 
-__all__ = ['Box', 'node', 'unboxed', 'level', 'plain', 'rebind', 'make', 'value', 'back',
-           'register_types', 'TYPES']
+__all__ = ['Box', 'node', 'unboxed', 'level', 'is_forward', 'state', 'restore', 'alias',
+           'chain', 'set_alias', 'plain', 'rebind', 'make', 'value', 'back', 'register_types',
+           'TYPES']
 
 
 class Box:
@@ -38,6 +39,15 @@ class Box:
     _value: Any                 # its value: plain, or tracked at a lower level
     _alias: Any                 # views.py: the Alias it shares memory in (unset: none)
     _chain: Any                 # views.py: the view steps from its Alias's root
+    _tangent: Any               # forward mode's ``Dual`` only: its tangent
+
+    if TYPE_CHECKING:       # every box type has them (boxes.Tracked's properties)
+        @property
+        def shape(self) -> tuple[int, ...]: ...
+        @property
+        def dtype(self) -> np.dtype[Any]: ...
+        @property
+        def ndim(self) -> int: ...
 
     def _concrete(self, kind: str) -> Any:
         """The value, read on purpose (a guard on a recorded tape): boxes.py's."""
@@ -64,6 +74,42 @@ def rebind(x: Box, entry: Any, inner: Any) -> None:
     recorded functionally: ``Tracked._mutate``, views.py)."""
     x._node = entry
     x._value = inner
+
+
+def is_forward(x: Box) -> bool:
+    """Whether ``x`` is forward mode's (a ``Dual``: no tape entry, a tangent)."""
+    return x._forward
+
+
+def state(x: Box) -> tuple[Any, Any, Any]:
+    """``(entry, value, tangent)`` of box ``x`` (tangent None but for a ``Dual``):
+    what ``restore`` puts back (checkpoint's recomputation, views.py's aliases)."""
+    return x._node, x._value, x._tangent if x._forward else None
+
+
+def restore(x: Box, saved: tuple[Any, Any, Any]) -> None:
+    """Put ``state(...)``'s ``saved`` into box ``x`` (its alias and chain stay its own)."""
+    x._node, x._value = saved[0], saved[1]
+    if x._forward:
+        x._tangent = saved[2]
+
+
+def alias(x: Box) -> Any:
+    """The views.py ``Alias`` (or marker) ``x`` shares memory in; None when unset."""
+    return getattr(x, '_alias', None)
+
+
+def chain(x: Box) -> Any:
+    """The view steps that make ``x`` from its alias's root (views.py)."""
+    return x._chain
+
+
+def set_alias(x: Box, shared: Any, steps: Any = None) -> None:
+    """Make ``x`` part of views.py's ``shared`` (an ``Alias`` or marker), made from its
+    root by ``steps`` (None: left as it is)."""
+    x._alias = shared
+    if steps is not None:
+        x._chain = steps
 
 
 def plain(x: Any) -> Any:

@@ -23,7 +23,7 @@ from .dispatch import (HOOKS, LEAF_VIEW_WRITE, VIEW_WRITE, call, call_nondiff, l
                        plain_index, protect_saved, record, sequence_operand, ufunc_call)
 from .tape import Node, active_recorder
 
-__all__ = ['Tracked', 'Boxed', 'TrackedArray', 'TrackedReal', 'FlatIter',
+__all__ = ['Tracked', 'Boxed', 'TrackedArray', 'TrackedReal', 'FlatIter', 'write_into',
            'register_foreign_operand', 'foreign_operation']
 
 _NOKW: dict[str, Any] = {}
@@ -632,3 +632,9 @@ class FlatIter:
     def copy(self) -> Any:
         return np.ravel(self.base).copy()
 
+
+def write_into(x: Tracked, new: Any) -> None:
+    """Tracked ``x`` takes the value of ``new`` in place (``x[...] = new`` recorded
+    functionally, with ``Tracked._mutate``'s checks): for rules that write in place,
+    such as ``np.add.at``."""
+    x._mutate(new)

@@ -41,6 +41,7 @@ from .rebind import RebindError, rebind
 from .reverse import vjp
 from .tape import Dropped, pause_recording, active_recorder
 from .tree_util import is_node, leaves, tree_map
+from . import box
 from .box import plain
 from .boxes import Tracked
 from .dispatch import apply, leaf_root
@@ -318,7 +319,7 @@ def _differentiated(args):
     recording's own)."""
     rec = _recording()
     floor = -1 if rec is None else rec.level
-    return any(isinstance(a, Tracked) and a._node.level > floor for a in args)
+    return any(isinstance(a, Tracked) and box.level(a) > floor for a in args)
 
 
 def _rebound_cotangents(forward, inner, g, y, args):
@@ -328,7 +329,7 @@ def _rebound_cotangents(forward, inner, g, y, args):
     kept for the second-order error)."""
     if inner.seen is None:
         return None
-    level = max(a._node.level for a in args if isinstance(a, Tracked))
+    level = max(box.level(a) for a in args if isinstance(a, Tracked))
     made = inner.rebound if inner.rebound is not None else {}
     inner.rebound = made
     key = (level, id(g))
@@ -372,7 +373,7 @@ def _poisoned(forward, ct, args):
     rec = _recording()
     floor = -1 if rec is None else rec.level   # a recording's own level is not differentiated
     for a in args:
-        if isinstance(a, Tracked) and a._node.level > floor:
+        if isinstance(a, Tracked) and box.level(a) > floor:
             xs = [a for a in args if isinstance(a, Tracked)]
             return apply(forward._prim(('poison',)), [ct] + xs, {})
     return ct
@@ -719,7 +720,7 @@ class _Region(Dropped):
         depth = getattr(state, 'depth', 0)
         state.depth = self.depth        # differentiating() as f saw it (layers' modes)
         start = next(_tape.sequence)
-        now = [_state_of(t) for t, *_ in self.states]
+        now = [_state_of(t) for t, _ in self.states]
         for st in self.states:
             _set_state(*st)
         try:
@@ -782,12 +783,12 @@ def _entries(out, start):
     found: list[_tape.Node] = []
     for t in todo:              # grows while it is walked
         if isinstance(t, Tracked):
-            node = t._node
+            node = box.node(t)
             if type(node) is _tape.Node and node.seq > start:
                 found.append(node)
-            todo.append(t._value)
-            if t._forward:
-                todo.append(t._tangent)  # type: ignore[attr-defined]  # a Dual
+            todo.append(box.unboxed(t))
+            if box.is_forward(t):
+                todo.append(box.state(t)[2])        # a Dual's tangent
     seen = set(found)
     for node in found:          # grows while it is walked
         for _, parent in node.parents:
@@ -829,13 +830,11 @@ def _snapshot(args):
 
 
 def _state_of(t):
-    return (t, t._node, t._value, t._tangent if t._forward else None)
+    return (t, box.state(t))
 
 
-def _set_state(t, node, value, tangent):
-    t._node, t._value = node, value
-    if t._forward:
-        t._tangent = tangent
+def _set_state(t, saved):
+    box.restore(t, saved)
 
 
 def checkpoint(f: Callable[..., Any], *args: Any) -> Any:

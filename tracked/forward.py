@@ -235,11 +235,11 @@ def _elementwise(ufunc, inputs, lvl):
         if isinstance(a, Tracked):
             if a._node is not lvl or isinstance(a._value, Tracked):
                 return None
-            ta, a = a._tangent, a._value  # type: ignore[attr-defined]  # at lvl: a Dual
+            ta, a = a._tangent, a._value  # at lvl: a Dual
         if isinstance(b, Tracked):
             if b._node is not lvl or isinstance(b._value, Tracked):
                 return None
-            tb, b = b._tangent, b._value  # type: ignore[attr-defined]  # at lvl: a Dual
+            tb, b = b._tangent, b._value  # at lvl: a Dual
         ans = prim.fn(a, b)
         da, db = prim.partials
         t = None
@@ -259,7 +259,7 @@ def _elementwise(ufunc, inputs, lvl):
             if a._node is not lvl or isinstance(a._value, Tracked):
                 return None
             primals.append(a._value)
-            tangents.append(a._tangent)  # type: ignore[attr-defined]  # at lvl: a Dual
+            tangents.append(a._tangent)  # at lvl: a Dual
         else:
             primals.append(a)
             tangents.append(None)

@@ -15,6 +15,7 @@ import numpy as np
 from . import values as _values
 from .arguments import is_number_list
 from .tree_util import isnumeric, is_node, leaf, leaves, tree_map
+from . import box
 from .box import value
 from .boxes import Tracked
 
@@ -126,7 +127,7 @@ def grad(x: Any) -> Any:
 
 def _zero1(x: Any) -> Any:
     if isinstance(x, Tracked):
-        node = x._node
+        node = box.node(x)
         if node.prim is None and isinstance(node.grad, np.ndarray):
             node.grad[...] = 0
     return x

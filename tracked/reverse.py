@@ -23,6 +23,7 @@ from .arguments import Args, check_scalar, first_output, leaf_value
 from .registry import Primitive
 from .tape import Node, backward, new_level, new_node, thread_state
 from .tree_util import is_node, tree_map
+from . import box
 from .box import plain
 from .boxes import Tracked
 from .values import leaf
@@ -66,15 +67,15 @@ def vjp(f: Callable[..., Any], *args: Any) -> tuple[Any, Callable[..., tuple[Any
     def back(dy: Any = None, *, last: bool = False) -> tuple[Any, ...]:
         # ``last``: the caller will not call back again (gradient, withgradient), so
         # the graph, private to this call, is released while it is swept.
-        if isinstance(out, Tracked) and out._node.level == level:
-            cts = backward(out._node, _seed(dy, out, single=True), retain=True, private=last)
+        if isinstance(out, Tracked) and box.level(out) == level:
+            cts = backward(box.node(out), _seed(dy, out, single=True), retain=True, private=last)
         else:
             roots = _roots(out, dy, level)
             if not roots:
                 return tuple(None for _ in boxed)
             cts = backward(_joint_root(roots, level), np.float64(1.0), retain=True,
                            private=last)
-        return tuple(_cast_like(cts.get(b._node), b._value) for b in boxed)
+        return tuple(_cast_like(cts.get(box.node(b)), box.unboxed(b)) for b in boxed)
     # for pullback's protection of y
     back.out, back.level = out, level  # type: ignore[attr-defined]
     return y, back
@@ -91,7 +92,7 @@ def _cast_like(g: Any, x: Any) -> Any:
 
 def _at_level(y: Any, level: int) -> Any:
     """``y`` seen from outside ``level``: its value if tracked there, else ``y`` itself."""
-    return y._value if isinstance(y, Tracked) and y._node.level == level else y
+    return box.unboxed(y) if isinstance(y, Tracked) and box.level(y) == level else y
 
 
 def _is_tracked(x: Any) -> bool:
@@ -114,8 +115,8 @@ def _roots(out: Any, dy: Any, level: int) -> list[tuple[Node, Any]]:
     pairs = []
 
     def take(o: Tracked, d: Any) -> None:
-        if o._node.level == level and d is not None:
-            pairs.append((o._node, _seed(d, o)))
+        if box.level(o) == level and d is not None:
+            pairs.append((box.node(o), _seed(d, o)))
     try:
         # shared=False: an output that occurs twice is seeded in each place
         tree_map(take, out, dy, is_leaf=_is_tracked, shared=False)
@@ -128,7 +129,7 @@ def _roots(out: Any, dy: Any, level: int) -> list[tuple[Node, Any]]:
 
 def _seed(dy: Any, out: Tracked, single: bool = False) -> Any:
     """``dy`` as a cotangent for output ``out``: its shape, a float dtype."""
-    ans = out._value
+    ans = box.unboxed(out)
     shape = ans.shape
     if (type(dy) is np.ndarray and dy.shape == shape and dy.dtype == ans.dtype
             and dy.dtype.kind in 'fc'):

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from .registry import Primitive
-from .box import plain
+from .box import alias, chain, is_forward, level, node, plain, restore, set_alias, state
 from .boxes import Tracked
 from .dispatch import LEAF_VIEW_WRITE, apply
 
@@ -71,83 +71,79 @@ COPY = object()
 _quiet = threading.local()      # views recomputed by ``write`` are not new views
 
 
-def _copy(box: Any) -> Any:
-    """A private box with ``box``'s state (entry and value; a dual's tangent too)."""
-    new = object.__new__(type(box))
-    _point(new, box)
+def _copy(x: Any) -> Any:
+    """A private box with ``x``'s state (entry and value; a dual's tangent too)."""
+    new = object.__new__(type(x))
+    _point(new, x)
     return new
 
 
 def _point(dst: Any, src: Any) -> None:
-    """``dst`` takes ``src``'s state; its ``_alias`` and ``_chain`` stay its own."""
-    dst._node = src._node
-    dst._value = src._value
-    if src._forward:
-        dst._tangent = src._tangent
+    """``dst`` takes ``src``'s state; its alias and chain stay its own."""
+    restore(dst, state(src))
 
 
-def _is_leaf(box: Any) -> bool:
-    return not box._forward and box._node.prim is None
+def _is_leaf(x: Any) -> bool:
+    return not is_forward(x) and node(x).prim is None
 
 
 def note(view: Any, base: Any, step: Step) -> None:
     """Record that box ``view`` was made from box ``base`` (of the same level) by
     ``step``; nothing if NumPy made a copy (``reshape`` of a strided array)."""
     if getattr(_quiet, 'on', False) or not isinstance(base, Tracked) \
-            or base._node.level != view._node.level:
+            or level(base) != level(view):
         return
-    vv, bv = plain(view._value), plain(base._value)
+    vv, bv = plain(view), plain(base)
     # (an array NumPy made anew has no base: a copy, without the bounds test)
     if type(vv) is not np.ndarray or not (vv is bv or (vv.base is not None and
                                                        np.may_share_memory(vv, bv))):
-        view._alias = COPY
+        set_alias(view, COPY)
         return
-    alias = getattr(base, '_alias', None)
-    if alias is None or alias is COPY:
+    shared = alias(base)
+    if shared is None or shared is COPY:
         # a leaf, or a view of one (views of leaves are not noted: the eager slice path
         # skips them), may not change
-        if _is_leaf(base) or (alias is None and not base._forward
-                              and getattr(base._node.prim, 'view', False)):
-            view._alias = LEAF
+        if _is_leaf(base) or (shared is None and not is_forward(base)
+                              and getattr(node(base).prim, 'view', False)):
+            set_alias(view, LEAF)
             return
-        alias = base._alias = Alias(base)
-        base._chain = ()
-    elif alias is LEAF:
-        view._alias = LEAF
+        shared = Alias(base)
+        set_alias(base, shared, ())
+    elif shared is LEAF:
+        set_alias(view, LEAF)
         return
     # read-only as NumPy made it (not because the base is protected): writes refused
     readonly = False if vv.flags.writeable else bool(getattr(bv, 'flags', None) and
                                                      bv.flags.writeable)
-    view._alias = alias
-    view._chain = base._chain + ((step[0], tuple(step[1]), step[2], readonly),)
-    alias.views.append(weakref.ref(view))
-    n = len(alias.views)
+    set_alias(view, shared, chain(base) + ((step[0], tuple(step[1]), step[2], readonly),))
+    shared.views.append(weakref.ref(view))
+    n = len(shared.views)
     if n >= 16 and not n & (n - 1):          # amortised pruning of dead views
-        alias.live()
+        shared.live()
 
 
-def write(box: Any, new: Any) -> bool:
-    """``box`` (a root or a view of an ``Alias``) takes the value ``new`` as NumPy
+def write(x: Any, new: Any) -> bool:
+    """``x`` (a root or a view of an ``Alias``) takes the value ``new`` as NumPy
     would write it: the root and every live view change with it.  False for a view
     primitive's result that NumPy made a copy: the caller writes it as any array."""
-    alias = box._alias
-    if alias is COPY:
+    shared = alias(x)
+    if shared is COPY:
         return False
-    if alias is LEAF:
+    if shared is LEAF:
         raise ValueError(LEAF_VIEW_WRITE)
-    chain = box._chain
-    if any(step[3] for step in chain):
+    steps = chain(x)
+    if any(step[3] for step in steps):
         raise ValueError(READ_ONLY)
-    root = alias.root()
-    current = root if root is not None else alias.state
-    new_root = _scatter(current, chain, new)
-    _point(alias.state, new_root)
+    root = shared.root()
+    current = root if root is not None else shared.state
+    new_root = _scatter(current, steps, new)
+    _point(shared.state, new_root)
     if root is not None:
         _point(root, new_root)
     _quiet.on = True
     try:
-        for v in alias.live():
-            _point(v, _replay(new_root, v._chain))
+        for v in shared.live():
+            _point(v, _replay(new_root, chain(v)))
     finally:
         _quiet.on = False
     return True

@@ -24,7 +24,8 @@ import numpy as np
 
 from ..registry import NONDIFF, Primitive, display_name
 from ..tape import new_node
-from ..box import make as box, plain
+from .. import box
+from ..box import make, plain
 from ..boxes import Tracked
 from ..dispatch import SELECT, box_outputs, real_parents
 from .guards import Guard, concrete_value, user_frame
@@ -197,14 +198,14 @@ class Recorder:
         i = self._add('input', None, None, f'input {pos}', (), {}, value, node, pos)
         if value.ndim == 0 and value.dtype.kind in 'iu':
             self.guards.append(Guard(i, 'int-argument', value, f'argument leaf {pos}'))
-        return box(value, node)
+        return make(value, node)
 
     def _arg(self, a):
         """(template entry, plain value) for one argument at the recording level."""
         if isinstance(a, Tracked):
-            n = a._node
+            n = box.node(a)
             if n.level == self.level:
-                return Ref(self.by_node[n]), a._value
+                return Ref(self.by_node[n]), box.unboxed(a)
             # Tracked by an outer differentiation (a closure over its variable): the tape
             # would freeze it as a constant and the outer gradient would silently miss it.
             raise OuterTrackedError(
@@ -238,7 +239,7 @@ class Recorder:
             vals.append(v)
             if type(t) is Ref and pos < nv and prim.vjps[pos] is not None \
                     and isinstance(a, Tracked):
-                parents.append((pos, a._node))
+                parents.append((pos, box.node(a)))
         ans = prim.fn(*vals, **kwargs)
         if prim.multi and isinstance(ans, tuple):
             return self._record_outputs(prim, tmpl, vals, kwargs, ans, parents)
@@ -248,7 +249,7 @@ class Recorder:
         if ans.dtype.kind == 'c':
             node.real_parents = real_parents(parents, vals)
         self._add('op', prim.fn, prim, prim.name, tuple(tmpl), kwargs, ans, node)
-        return box(ans, node)
+        return make(ans, node)
 
     def _record_outputs(self, prim, tmpl, vals, kwargs, ans, parents):
         """A multi-output primitive: one instruction with a tuple value, and one
@@ -266,8 +267,8 @@ class Recorder:
 
     def _strip(self, a):
         """``a`` seen at the recording level (higher levels unwrapped)."""
-        while isinstance(a, Tracked) and a._node.level > self.level:
-            a = a._value
+        while isinstance(a, Tracked) and box.level(a) > self.level:
+            a = box.unboxed(a)
         if type(a) in (tuple, list):
             return type(a)(self._strip(b) for b in a)
         return a
@@ -275,7 +276,7 @@ class Recorder:
     def depends(self, args):
         """Whether any argument is a recorded value (at or above the recording level)."""
         for a in args:
-            if isinstance(a, Tracked) and a._node.level >= self.level:
+            if isinstance(a, Tracked) and box.level(a) >= self.level:
                 return True
             if type(a) in (tuple, list) and self.depends(a):
                 return True
@@ -293,7 +294,7 @@ class Recorder:
         if isinstance(res, (np.ndarray, np.generic)) and res.dtype.kind in 'biuf':
             node = new_node(prim, list(vals), kwargs, res, (), self.level)
             self._add('nondiff', fun, prim, name, tuple(tmpl), kwargs, res, node)
-            return box(res, node)
+            return make(res, node)
         if fun in (np.shape, np.ndim, np.size):
             return res                                        # static: the signature fixes it
         # Any other result (tuples of index arrays, Python objects): its value is a guard.
@@ -306,9 +307,9 @@ class Recorder:
     def concretize(self, value, kind, plain_value):
         """Python read a recorded value (``bool``, ``float``, an index...): a guard."""
         v = self._strip(value)
-        if not (isinstance(v, Tracked) and v._node.level == self.level):
+        if not (isinstance(v, Tracked) and box.level(v) == self.level):
             return                                            # a constant of this recording
-        i = self.by_node[v._node]
+        i = self.by_node[box.node(v)]
         if kind == 'index-array':
             # Used as an index: it stays a recorded value (returned to ``plain_index``),
             # so the indexing instruction and its adjoint read the new index on replay.

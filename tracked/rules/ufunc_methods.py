@@ -21,7 +21,7 @@ from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..registry import ACCUMULATE, NONDIFF, REDUCE, RULES, UFUNC_METHODS, defcomposite, \
     nondifferentiable
-from ..boxes import Tracked
+from ..boxes import Tracked, write_into
 from ..dispatch import call_nondiff, no_method_rule
 from .indexing import scatter_add
 
@@ -197,14 +197,14 @@ def _at(ufunc, a, indices, b=None):
     if ufunc in (np.add, np.subtract):    # repeated indices accumulate, as in NumPy
         vals = b if ufunc is np.add else -b
         new = a + scatter_add(np.broadcast_to(vals, np.shape(a[indices])), indices, np.shape(a))
-        a._mutate(new)
+        write_into(a, new)
         return
     pos, rank = call_nondiff(_occurrences, (np.shape(a), indices), {})
     rounds = int(np.max(rank)) + 1 if np.size(rank) else 0
     if rounds <= 1:                       # no position twice: read, apply, write
         new = a + 0.0
         new[indices] = ufunc(a[indices]) if ufunc.nin == 1 else ufunc(a[indices], b)
-        a._mutate(new)
+        write_into(a, new)
         return
     # NumPy applies the ufunc once per occurrence, in order: round k applies the k-th
     # occurrence of every position (distinct positions within a round), exact for any ufunc.
@@ -215,7 +215,7 @@ def _at(ufunc, a, indices, b=None):
         take = rank == k
         where = np.unravel_index(pos[take], np.shape(a))
         new[where] = ufunc(new[where]) if vals is None else ufunc(new[where], vals[take])
-    a._mutate(new)
+    write_into(a, new)
 
 
 def _reduceat(ufunc, a, indices, axis=0, dtype=None, out=None):
