@@ -128,3 +128,108 @@ def test_no_circle_through_imports_inside_functions_but_the_listed_ones():
                      for m, e in g.items()}) == []
     for (m, t), why in LAZY_CIRCLES.items():
         assert (t, False) in g[m], f'{m} no longer imports {t} ({why}): drop it from the list'
+
+
+# --------------------------------------------------------------------------
+# Modules meet through named functions: no private attribute of another module's
+# objects is read, no module patches another at import
+# --------------------------------------------------------------------------
+
+# The box protocol's slots and private methods (box.py) are used only by the modules that
+# define box types or make boxes; every other module calls box.py's functions (node,
+# unboxed, level, state, ...).
+BOX_SLOTS = {'_node', '_value', '_alias', '_chain', '_tangent', '_forward', '_concrete',
+             '_as_int', '_as_ratio'}
+BOX_MODULES = {'tracked.box', 'tracked.boxes', 'tracked.dispatch', 'tracked.integers',
+               'tracked.values', 'tracked.forward'}
+
+
+def _external_aliases(tree):
+    """Names a file binds to modules outside tracked (``np``, ``sys``, ``sp``, ...)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update((a.asname or a.name).split('.')[0] for a in node.names
+                         if not a.name.startswith('tracked'))
+        elif isinstance(node, ast.ImportFrom) and not node.level \
+                and not (node.module or '').startswith('tracked'):
+            names.update(a.asname or a.name for a in node.names)
+    return names
+
+
+def _own_names(tree):
+    """The names a file defines: functions, classes, assigned names and attributes,
+    slot strings."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.add(node.value)
+    return names
+
+
+def private_reads(path):
+    """``file:line: expression`` for each read of another module's private attribute."""
+    tree = ast.parse(path.read_text())
+    module = _module_name(path)
+    own, external = _own_names(tree), _external_aliases(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith('_')
+                and not node.attr.startswith('__')):
+            continue
+        base = node.value
+        if isinstance(base, ast.Name) and base.id in {'self', 'cls'} | external:
+            continue
+        if node.attr in BOX_SLOTS:
+            if module in BOX_MODULES:
+                continue
+        elif node.attr in own:
+            continue
+        found.append(f'{path.relative_to(ROOT.parent)}:{node.lineno}: {ast.unparse(node)}')
+    return found
+
+
+def test_no_private_attributes_of_other_modules():
+    found = [line for p in sorted(ROOT.rglob('*.py')) for line in private_reads(p)]
+    assert found == []
+
+
+def test_the_private_attribute_check_sees_a_read():
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        p = pathlib.Path(d) / 'tracked' / 'x.py'
+        p.parent.mkdir()
+        p.write_text('import numpy as np\n\ndef f(t, tape):\n    np._NoValue\n'
+                     '    return t._node, tape._outs, t._mine\n\nclass A:\n    _mine = 1\n')
+        global ROOT
+        old, ROOT = ROOT, p.parent
+        try:
+            assert [line.split(': ')[1] for line in private_reads(p)] == ['t._node', 'tape._outs']
+        finally:
+            ROOT = old
+
+
+def test_no_module_assigns_over_another_at_import():
+    patched = []
+    for path in sorted(ROOT.rglob('*.py')):
+        tree = ast.parse(path.read_text())
+        modules = {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom)
+                   and node.level for a in node.names} | {
+                   (a.asname or a.name) for node in tree.body if isinstance(node, ast.Import)
+                   for a in node.names}
+        for stmt in tree.body:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+                [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) \
+                        and t.value.id in modules:
+                    patched.append(f'{path.relative_to(ROOT.parent)}:{stmt.lineno}')
+    assert patched == []

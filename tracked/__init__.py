@@ -9,7 +9,7 @@ except _metadata.PackageNotFoundError:      # imported from a source tree, not i
 from . import box as _box, dispatch as _dispatch, forward as _forward, views as _views
 from .box import back
 from .boxes import TrackedArray, TrackedReal
-from . import rules  # noqa: F401  (fills the registry)
+from . import rules
 from . import api  # noqa: F401
 from .api import gradient, withgradient, pullback  # noqa: F401
 from .jacobians import (jacobian, withjacobian, hessian, hessian_reverse,  # noqa: F401
@@ -41,11 +41,13 @@ from . import optimise  # noqa: F401
 from .optimise import Descent, Momentum, Adam, AdamW, setup, update, train  # noqa: F401
 
 # The core's modules are connected here, by registration (each sits below the ones it
-# hands work to): the box types recording makes, forward mode's apply, and the view
-# tracking of in-place writes.
+# hands work to): the derivative rules, the box types recording makes, forward mode's
+# apply, the view tracking of in-place writes and the printing of models.
+rules.install()
 _box.register_types(TrackedArray, TrackedReal)
 _dispatch.register_forward(_forward.forward_apply)
 _dispatch.register_views(_views.note, _views.write)
+nn.register_printer(show.summary)             # print(layer) lists the model Flux's way
 
 __all__ = [
     # tracked values (Tracker style)

@@ -22,7 +22,7 @@ import numpy.typing as npt
 from . import tape as _tape
 from .tape import Node, SparseCotangent, backward
 
-__all__ = ['Box', 'node', 'unboxed', 'level', 'is_forward', 'state', 'restore', 'alias',
+__all__ = ['Box', 'is_box', 'node', 'unboxed', 'level', 'is_forward', 'state', 'restore', 'alias',
            'chain', 'set_alias', 'plain', 'rebind', 'make', 'value', 'back', 'register_types',
            'TYPES']
 
@@ -52,6 +52,12 @@ class Box:
     def _concrete(self, kind: str) -> Any:
         """The value, read on purpose (a guard on a recorded tape): boxes.py's."""
         raise NotImplementedError
+
+
+def is_box(x: Any) -> bool:
+    """Whether ``x`` is a tracked value (of any level or mode): the leaf test of trees
+    of tracked values (``tree_map(f, out, is_leaf=is_box)``)."""
+    return isinstance(x, Box)
 
 
 def node(x: Box) -> Any:

@@ -621,11 +621,7 @@ def _untracked(x: Any) -> Any:
         return plain(x)
     if not is_node(x):
         return x
-    return tree_map(plain, x, is_leaf=_is_tracked)
-
-
-def _is_tracked(x: Any) -> bool:
-    return isinstance(x, Tracked)
+    return tree_map(plain, x, is_leaf=box.is_box)
 
 
 def ignore_derivatives(x: Any) -> Any:
@@ -772,7 +768,7 @@ def _same(old, new):
 
 
 def _tracked_leaves(out):
-    return [out] if isinstance(out, Tracked) else leaves(out, _is_tracked)
+    return [out] if isinstance(out, Tracked) else leaves(out, box.is_box)
 
 
 def _entries(out, start):
@@ -824,8 +820,8 @@ def _snapshot(args):
     for a in args:
         if isinstance(a, Tracked):
             note(a)
-        elif is_node(a) and leaves(a, _is_tracked):
-            tree_map(note, a, is_leaf=_is_tracked)
+        elif is_node(a) and leaves(a, box.is_box):
+            tree_map(note, a, is_leaf=box.is_box)
     return states
 
 

@@ -92,11 +92,7 @@ def data(x: Any) -> Any:
         return value(x)
     if _is_single(x):
         return x
-    return fmap(_data1, x, exclude=_is_tracked)
-
-
-def _is_tracked(x: Any) -> bool:
-    return isinstance(x, Tracked)
+    return fmap(_data1, x, exclude=box.is_box)
 
 
 def _grad1(x: Any) -> Any:
@@ -144,7 +140,7 @@ def zero_grad(x: T) -> T:
     """
     if _is_single(x):
         return _zero1(x)
-    for v in leaves(x, _is_tracked):
+    for v in leaves(x, box.is_box):
         _zero1(v)
     return x
 
@@ -158,4 +154,4 @@ def istracked(x: Any) -> bool:
     """
     if _is_single(x):
         return isinstance(x, Tracked)
-    return bool(leaves(x, _is_tracked))
+    return bool(leaves(x, box.is_box))

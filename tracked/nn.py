@@ -257,10 +257,20 @@ def function_name(f: Any) -> str:
     return getattr(f, '__name__', repr(f))
 
 
-# How ``print(layer)`` lists a model: ``show.summary``, which tracked/show.py puts here
-# when the package is imported (it walks ``Chain`` and the layers' state, so this module
-# cannot import it back).
-printer: Callable[[Any], str] = repr
+class _Printer:
+    """How ``print(layer)`` lists a model: ``show.summary``, registered by the package
+    (``register_printer``; show.py walks ``Chain`` and the layers' state, so this module
+    cannot import it)."""
+
+    show: Callable[[Any], str] = repr
+
+
+_PRINTER = _Printer()
+
+
+def register_printer(show: Callable[[Any], str]) -> None:
+    """Make ``show(layer)`` what ``print(layer)`` gives (called once by the package)."""
+    _PRINTER.show = show
 
 
 class Layer:
@@ -273,7 +283,7 @@ class Layer:
     """
 
     def __str__(self) -> str:
-        return printer(self)
+        return _PRINTER.show(self)
 
 
 class Dense(Layer):

@@ -95,16 +95,12 @@ def _at_level(y: Any, level: int) -> Any:
     return box.unboxed(y) if isinstance(y, Tracked) and box.level(y) == level else y
 
 
-def _is_tracked(x: Any) -> bool:
-    return isinstance(x, Tracked)
-
-
 def _unbox(out: Any, level: int) -> Any:
     if isinstance(out, Tracked):
         return _at_level(out, level)
     if not is_node(out):
         return out
-    return tree_map(lambda t: _at_level(t, level), out, is_leaf=_is_tracked, shared=False)
+    return tree_map(lambda t: _at_level(t, level), out, is_leaf=box.is_box, shared=False)
 
 
 def _roots(out: Any, dy: Any, level: int) -> list[tuple[Node, Any]]:
@@ -119,7 +115,7 @@ def _roots(out: Any, dy: Any, level: int) -> list[tuple[Node, Any]]:
             pairs.append((box.node(o), _seed(d, o)))
     try:
         # shared=False: an output that occurs twice is seeded in each place
-        tree_map(take, out, dy, is_leaf=_is_tracked, shared=False)
+        tree_map(take, out, dy, is_leaf=box.is_box, shared=False)
     except (IndexError, KeyError, AttributeError, TypeError) as e:
         raise ValueError(f'back(dy): dy must mirror the structure of the output '
                          f'({type(out).__name__}), with None for outputs without a '

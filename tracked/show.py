@@ -9,7 +9,6 @@ a model with more than two parameter arrays.  Bytes are those of the arrays' dat
 """
 import numpy as np
 
-from . import nn
 from .flat import trainable
 from .layers import State
 from .nn import FUNCTION_TYPES, Chain, function_name
@@ -106,5 +105,3 @@ def show_duplicated(dup):
     return '\n'.join(lines) + '\n)' + _total(params, others,
                                             sum(g.nbytes for g in dup.buffers))
 
-
-nn.printer = summary          # print(layer) (nn.py cannot import this module)

@@ -1,5 +1,5 @@
 """Leaves: ``param`` (a value whose gradient ``back`` accumulates), ``leaf`` (a value
-that a differentiation traces), ``as_value`` (what a leaf may hold) and ``istracked``.
+that a differentiation traces) and ``as_value`` (what a leaf may hold).
 The box types are box.py's protocol, boxes.py's operators and integers.py's ints;
 recording is dispatch.py's.
 """
@@ -16,7 +16,7 @@ from .conversions import object_array_error, refuse_subclass
 from .integers import TrackedInt
 from .tape import new_node
 
-__all__ = ['param', 'leaf', 'as_value', 'istracked']
+__all__ = ['param', 'leaf', 'as_value']
 
 
 def as_value(x: Any, int_to_float: bool = True) -> Any:
@@ -63,14 +63,3 @@ def param(x: npt.ArrayLike) -> 'TrackedArray | TrackedReal':
     t = leaf(value, 0)
     t._node.grad = np.zeros(np.shape(value), dtype=getattr(value, 'dtype', np.float64))
     return cast('TrackedArray | TrackedReal', t)     # as_value made any integer a float
-
-
-def istracked(x: object) -> bool:
-    """``istracked(x)``: whether ``x`` is a tracked value.
-
-    >>> import tracked as tr
-    >>> tr.istracked(tr.param(1.0)), tr.istracked(1.0)
-    (True, False)
-    """
-    return isinstance(x, Box)
-

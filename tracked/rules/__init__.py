@@ -1,4 +1,5 @@
-"""Derivative rules, one file per family.  Importing this package fills the registry.
+"""Derivative rules, one file per family.  ``install()`` (called by the package's
+``__init__``) registers them: each family module registers its rules when imported.
 
 Each NumPy callable has one entry in ``registry.RULES``: a primitive made by
 ``defpartials`` (an elementwise function's partial derivatives) or ``defvjp`` (one
@@ -16,6 +17,23 @@ when SciPy imports (they reach the registry unmodified); ``scipy_linalg`` and
 ``tracked.scipy.sparse``.  ``sparse_operands`` lets operators take SciPy's sparse matrices
 (``A @ x``) without importing SciPy.
 """
-from . import (elementwise, reductions, products, linalg, decompositions, fft, shape,  # noqa: F401
-               indexing, nondiff, ufunc_methods, statistics, signal, polynomials, construction,
-               unsupported, scipy_special, sparse_operands)
+import importlib
+
+__all__ = ['FAMILIES', 'install']
+
+FAMILIES = ('elementwise', 'reductions', 'products', 'linalg', 'decompositions', 'fft', 'shape',
+            'indexing', 'nondiff', 'ufunc_methods', 'statistics', 'signal', 'polynomials',
+            'construction', 'unsupported', 'scipy_special', 'sparse_operands')
+
+
+def install() -> None:
+    """Register the rules of every family in ``FAMILIES`` (once: a module registers when
+    it is first imported).
+
+    >>> import numpy as np, tracked
+    >>> from tracked import registry, rules
+    >>> rules.install(); np.sin in registry.RULES
+    True
+    """
+    for family in FAMILIES:
+        importlib.import_module(f'{__name__}.{family}')
