@@ -50,7 +50,7 @@ def test_every_module_is_collected():
 
 def test_the_public_modules_have_examples():
     for name in ('tracked.api', 'tracked.jacobians', 'tracked.tree_util', 'tracked.custom',
-                 'tracked.values', 'tracked.box', 'tracked.dispatch',
+                 'tracked.checkpoint', 'tracked.values', 'tracked.box', 'tracked.dispatch',
                  'tracked.testing', 'tracked.numpy', 'tracked.forward',
                  'tracked.registry', 'tracked.nn', 'tracked.optimise',
                  'tracked.compiled_tape.tapes', 'tracked.compiled_tape.backend',

@@ -17,7 +17,9 @@ from .jacobians import (jacobian, withjacobian, hessian, hessian_reverse,  # noq
 from . import tree_util  # noqa: F401
 from .tree_util import leaf, register_node  # noqa: F401
 from .functors import fmap, param, data, grad, zero_grad, istracked  # noqa: F401
-from .custom import rule, ignore_derivatives, non_differentiable, checkpoint  # noqa: F401
+from .custom import rule  # noqa: F401
+from .ignoring import ignore_derivatives, non_differentiable  # noqa: F401
+from .checkpoint import checkpoint  # noqa: F401
 from .backends import AutoTracked, AutoFiniteDifferences  # noqa: F401
 from .compiled_tape import (GradientTape, JacobianTape, HessianTape, compile,  # noqa: F401
                             TapeGuardError, AutoCompiled)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from .custom import non_differentiable
+from .ignoring import non_differentiable
 from .nn import Layer, as_rng, function_name
 from .tape import active_recorder, differentiating
 from .tree_util import leaf, leaves
