@@ -3,6 +3,9 @@
 ``TrackedReal``.  Every operation goes to dispatch.py (``call``, ``apply``); the most
 common ones (binary operators, unary ufuncs, ``x[a:b]``) take an inline fast path here
 that records the same entry ``apply`` would, without its search for tracked arguments.
+
+Why one module of ~640 lines: it is one class, ``Tracked`` (Python's and NumPy's whole
+protocol for a value), and the operator factories its body calls.
 """
 from __future__ import annotations
 

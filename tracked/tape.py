@@ -3,7 +3,7 @@
 Every operation on a tracked value creates a ``Node`` that records the primitive,
 what its pullbacks read of its (unboxed) arguments and output (``Primitive.plan``),
 its output's shape and the nodes of its tracked arguments.  The value itself lives
-in the box (``Tracked._value``), so it is freed when the user's code drops it.  Nodes
+in the box (box.py), so it is freed when the user's code drops it.  Nodes
 carry a global sequence number, so the nodes reachable from an output, sorted by
 that number, *are* the tape in recording order.  A node is kept alive only by the
 values that descend from it: code evaluated in a loop without ``back`` frees its
@@ -18,6 +18,10 @@ level too.  Pullbacks are written with NumPy operations, so a backward pass run 
 cotangents tracked at an outer level is itself recorded on the outer tape.
 
 This module knows nothing of NumPy's function list; rules live in ``tracked.rules``.
+
+Why one module of ~650 lines: the node, the levels and the backward pass share the
+protection of saved arrays and the per-thread state; split, each part would reach into
+the others' internals.
 """
 import itertools
 import threading

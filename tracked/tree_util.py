@@ -29,6 +29,10 @@ children first).  Tuples are never shared: equal tuple constants may be one obje
 - ``register_node(cls, children, rebuild)`` and ``@leaf``: the user's hooks
 - ``TreeDef.paths()``, ``follow``, ``keystr``: where each leaf sits
 - ``TreeDef.matcher()``: generated code taking the leaves of a tree of known structure
+
+Why one module of ~950 lines: as ``jax.tree_util``, every part (node kinds, flatten,
+the tree definition, paths, the map of ``fmap``) shares the node kinds and the memo that
+keeps shared nodes shared; the matcher is the treedef's compiled form.
 """
 from __future__ import annotations
 
