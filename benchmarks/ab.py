@@ -1,4 +1,5 @@
-"""A/B: compiled tapes of this checkout against another revision, in one process.
+"""A/B: eager gradients and compiled tapes of this checkout against another revision, in
+one process.
 
     python benchmarks/ab.py REV [W1 W3 W4a W4b] [--rounds N] [--cold N]
 
@@ -7,7 +8,8 @@ and imported under another name beside this checkout's, so both compile the same
 workloads and are timed in interleaved rounds (``common.interleaved_us``): the
 machine's drift hits both alike.  Each row gives the median µs per call of a
 compiled tape called with ``out=`` and with the default (allocating) call, for A
-(``REV``) and B (this checkout), and B / A.  ``--cold N`` also times N first
+(``REV``) and B (this checkout), and B / A; the ``eager`` row times ``tr.withgradient``
+of the same function (the eager tape).  ``--cold N`` also times N first
 compiles of W1 per side in fresh processes with empty disk caches, alternating
 (until the compiled kernels are in use, for a side that compiles in the background).
 """
@@ -77,6 +79,20 @@ def calls(tr, f, args, wrt):
     return (lambda: ctape.withgradient(*args, out=g)), (lambda: ctape.withgradient(*args))
 
 
+def eager(tr, f, args, wrt):
+    """``tr.withgradient`` of ``f`` on the eager tape (in the arguments ``wrt``)."""
+    if wrt is None:
+        return lambda: tr.withgradient(f, *args)
+    fixed = list(args)
+
+    def g(*xs):
+        full = list(fixed)
+        for i, x in zip(wrt, xs):
+            full[i] = x
+        return f(*full)
+    return lambda: tr.withgradient(g, *[args[i] for i in wrt])
+
+
 _COLD = r'''
 import sys, time
 sys.path.insert(0, {bench!r})
@@ -121,9 +137,10 @@ def main(argv):
         for name, (f, args, wrt) in workloads(names).items():
             a_out, a_def = calls(a, f, args, wrt)
             b_out, b_def = calls(b, f, args, wrt)
-            t = interleaved_us({'A out': a_out, 'B out': b_out, 'A def': a_def, 'B def': b_def},
-                               rounds=rounds)
-            for call in ('out', 'def'):
+            t = interleaved_us({'A out': a_out, 'B out': b_out, 'A def': a_def, 'B def': b_def,
+                                'A eager': eager(a, f, args, wrt),
+                                'B eager': eager(b, f, args, wrt)}, rounds=rounds)
+            for call in ('out', 'def', 'eager'):
                 ta, tb = t[f'A {call}'], t[f'B {call}']
                 print(f'{name:<10} {call:<8} {ta:>9.2f} {tb:>9.2f} {tb / ta:>6.3f}', flush=True)
         if n_cold:
