@@ -252,8 +252,9 @@ class Args:
             if differentiable(a):
                 self.defs.append('leaf')
                 self.flat.append(a)
-            elif not is_node(a):
-                refuse_annotation(a, who)
+                continue
+            refuse_annotation(a, who)
+            if not is_node(a):
                 self.defs.append('const')
             else:
                 ls, d = flatten(a, differentiable)

@@ -276,9 +276,10 @@ class JacobianTape(Tape):
         for j, p in enumerate(self.diff):
             shape, dtype = self.specs[p]
             n = int(np.prod(shape, dtype=np.int64))
+            # the argument's float dtype, as tr.jacobian's (complex for a complex output)
+            dtype = dtype if dtype.kind in 'fc' else np.dtype(np.float64)
             specs.append(((self.m, n), np.result_type(
-                dtype if dtype.kind in 'fc' else np.float64,
-                self.out_dtype if self.out_dtype.kind in 'fc' else np.float64)))
+                dtype, np.complex64 if self.out_dtype.kind == 'c' else dtype)))
             for k in range(self.m):
                 slot = self._layout_rows[k][j]
                 if slot is not None:
