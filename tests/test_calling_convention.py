@@ -217,7 +217,8 @@ def test_jacobian_paths_agree(arg, out):
                 run(f, args)
         return
     f = _function(core, out)
-    outcomes = {path: _outcome(lambda run=run: run(f, args)) for path, run in JACOBIAN_PATHS.items()}
+    outcomes = {path: _outcome(lambda run=run: run(f, args))
+                for path, run in JACOBIAN_PATHS.items()}
     _agree(outcomes, 'jacobian')
     ok = outcomes['jacobian'][0] == 'ok'
     assert ok == (out in ('scalar', '0-d array', 'vector', 'int'))
