@@ -94,7 +94,7 @@ def withgradient(f: Callable[..., Any], *args: Any, zero: bool = True) -> WithGr
     backend, args = split_backend(args)
     if not zero or is_annotated(args):
         return WithGradient(*annotated_withgradient(f, backend, args, zero))
-    val, grads = (backend or EAGER).withgradient(f, *args)
+    val, grads = (EAGER if backend is None else backend).withgradient(f, *args)
     return WithGradient(val, grads)
 
 
