@@ -8,7 +8,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent / 'tracked'
 MODULES = ['tree_util.py', 'arguments.py', 'functors.py', 'api.py', 'backends.py', 'custom.py',
            'optimise.py', 'testing.py', 'compiled_tape/trees.py', 'compiled_tape/backend.py',
-           'compiled_tape/tapes.py']
+           'compiled_tape/tapes.py', 'reverse.py', 'duplicated.py', 'flat.py']
 
 
 def _imports(path):
@@ -233,3 +233,64 @@ def test_no_module_assigns_over_another_at_import():
                         and t.value.id in modules:
                     patched.append(f'{path.relative_to(ROOT.parent)}:{stmt.lineno}')
     assert patched == []
+
+
+# --------------------------------------------------------------------------
+# The convenience API sits below the compiler; one module holds the calling convention
+# --------------------------------------------------------------------------
+
+def _reached(graph, module):
+    """The modules ``module`` imports at module level, directly or through others."""
+    seen, todo = set(), [module]
+    while todo:
+        for t, top in graph[todo.pop()]:
+            if top and t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return seen
+
+
+BACKENDS = ('tracked.compiled_tape', 'tracked.backends', 'tracked.duplicated')
+
+
+@pytest.mark.parametrize('module', ['tracked.api', 'tracked.arguments', 'tracked.reverse',
+                                    'tracked.jacobians'])
+def test_the_api_sits_below_the_compiler(module):
+    """``tr.gradient(f, adtype, ...)`` asks the adtype object: the API imports no backend,
+    neither at module level through any chain nor inside a function."""
+    g = import_graph()
+    below = _reached(g, module)
+    assert not [m for m in below if m.startswith(BACKENDS)], sorted(below)
+    assert not [t for t, _ in g[module] if t.startswith(BACKENDS)]
+    # ... and the compiler is above it
+    assert 'tracked.arguments' in _reached(g, 'tracked.compiled_tape')
+
+
+# What decides the calling convention: defined in arguments.py, nowhere else.
+CONVENTION = ('differentiable', 'tape_input', 'trainable', 'first_output', 'check_scalar',
+              'loss_output', 'check_output', 'is_annotated', 'split_backend', 'leaf_value')
+
+
+def _defined(path):
+    tree = ast.parse(path.read_text())
+    return {n.name for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+
+
+def test_one_module_decides_leaves_and_loss():
+    for path in ROOT.rglob('*.py'):
+        if path.name == 'arguments.py' and path.parent == ROOT:
+            assert set(CONVENTION) <= _defined(path)
+            continue
+        assert not _defined(path) & set(CONVENTION), path
+    # a tape's leaves are the convention's (no second list of "intended differences")
+    trees = (ROOT / 'compiled_tape' / 'trees.py').read_text()
+    assert 'intended differences' not in trees.lower()
+    assert ('arguments', 'tape_input') in _imports('compiled_tape/trees.py')
+    # the loss is picked and checked by one call, loss_output, on every path
+    users = [p for p in ROOT.rglob('*.py') if p.name != 'arguments.py'
+             and any(n == 'check_scalar' for _, n in _imports(p.relative_to(ROOT)))]
+    assert users == []
+    for path in ('reverse.py', 'duplicated.py', 'distributed.py', 'backends.py',
+                 'compiled_tape/tapes.py'):
+        assert any(n == 'loss_output' for _, n in _imports(path)), path

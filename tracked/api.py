@@ -2,9 +2,12 @@
 
 ``vjp`` (reverse.py) is the one primitive: it records ``f`` at a fresh trace level
 and returns the value and a reusable ``back``.  ``pullback`` adds argument trees;
-``gradient`` and ``withgradient`` are a few lines over it and hand calls with a
-backend (``tr.AutoCompiled()``, ...) or ``tr.Duplicated`` arguments on (Jacobians,
-Hessians and forward mode: ``jacobians.py``).
+``gradient`` and ``withgradient`` ask a backend object to compute: the one given after
+``f`` (``tr.AutoCompiled()``, ...) or the eager tape, ``reverse.EAGER``; a call with
+``tr.Const``/``tr.Duplicated`` arguments goes to the annotation (tracked/arguments.py
+says which arguments are leaves and which output is the loss, for every path).  This
+module imports no backend: it sits below ``tracked.compiled_tape`` (Jacobians, Hessians
+and forward mode: ``jacobians.py``).
 """
 from __future__ import annotations
 
@@ -13,9 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from . import duplicated
-from .arguments import Args, check_function, split_backend
-from .reverse import WithGradient, eager_withgradient, vjp
+from .arguments import Args, annotated_withgradient, check_function, is_annotated, split_backend
+from .reverse import EAGER, WithGradient, vjp
 from .tape import Owner, protect
 from .tree_util import is_node, leaves
 from .boxes import Tracked
@@ -45,7 +47,7 @@ def pullback(f: Callable[..., Any], *args: Any) -> tuple[Any, Callable[..., tupl
     (np.float64(30.0), np.float64(20.0), np.float64(12.0))
     """
     check_function(f, 'pullback', args)
-    spec = Args(args)
+    spec = Args(args, 'pullback')
     y, back = vjp(lambda *ls: f(*spec.rebuild(ls)), *spec.flat)
 
     def back_y(dy: Any = None) -> tuple[Any, ...]:
@@ -90,12 +92,10 @@ def withgradient(f: Callable[..., Any], *args: Any, zero: bool = True) -> WithGr
     """
     check_function(f, 'gradient')
     backend, args = split_backend(args)
-    if not zero or duplicated.is_annotated(args):
-        return duplicated.withgradient(f, backend, args, zero)
-    if backend is not None:
-        val, grads = backend.withgradient(f, *args)
-        return WithGradient(val, grads)
-    return eager_withgradient(f, args)
+    if not zero or is_annotated(args):
+        return WithGradient(*annotated_withgradient(f, backend, args, zero))
+    val, grads = (EAGER if backend is None else backend).withgradient(f, *args)
+    return WithGradient(val, grads)
 
 
 def gradient(f: Callable[..., Any], *args: Any, zero: bool = True) -> tuple[Any, ...]:

@@ -1,11 +1,35 @@
-"""The calling convention of ``gradient(f, [adtype], *args)``, shared by every backend.
+"""The calling convention of every derivative: ``gradient(f, [adtype], *args)`` and the rest.
 
-An optional backend (an ``ADType``) may follow ``f``; each argument is a tree
-(tracked/tree_util.py) whose differentiated leaves are arrays and numbers; the
-gradient of an argument mirrors it, None where there is no gradient; ``f``'s first
-output is the one differentiated.  ``tracked.api`` (the eager tape) and
-``tracked.backends`` both build on this module, and neither imports the other's
-internals.
+This module alone decides, for every path (the eager ``gradient``/``withgradient``/
+``pullback``, ``jacobian``/``hessian``, the backends ``AutoTracked``, ``AutoCompiled``
+and ``AutoFiniteDifferences``, ``GradientTape``/``JacobianTape``/``HessianTape``,
+``tr.Duplicated``, ``tracked.distributed``, ``tracked.autograd``):
+
+- **the backend**: an optional ``ADType`` may follow ``f`` (``split_backend``); it
+  computes ``withgradient(f, *args)`` (a new backend is a class with that one method).
+- **the differentiated leaves** (``differentiable``): arrays of numbers (integer arrays
+  as float64), NumPy number scalars and Python numbers of the exact types ``float``,
+  ``int`` (it stays usable as an index or size) and ``complex``.  Bools, strings, None,
+  functions, ``@tr.leaf`` objects and subclasses of Python numbers (an ``IntEnum``)
+  are constants: passed to ``f`` as they are, gradient None.  Each argument is a tree
+  (tracked/tree_util.py) flattened on its own (``Args``): an array tied in one argument
+  is one leaf, and gets the total gradient in every place.  A recorded tape's inputs
+  (``tape_input``) are the same leaves plus bool arrays, whose values may change from
+  call to call but which get no gradient either.
+- **the annotations** ``tr.Const``/``tr.Duplicated`` (subclasses of ``Annotation``): taken
+  by ``gradient``/``withgradient`` only, which hand such a call to the annotation
+  (tracked/duplicated.py); only the ``trainable`` arrays of a ``Duplicated`` argument
+  are differentiated (``trainable``), plain arguments next to it count as ``Const``.
+- **the loss** (``loss_output``): ``f``'s output is the loss if it is a real scalar; if
+  it is a tuple, named tuple or dict, its first element is the loss and the rest is
+  auxiliary (returned in ``val``, not differentiated).  A list is not a (loss, aux)
+  pair: a list of numbers is never read as one value either (tree protocol), so a list
+  output is the same ``ValueError`` as an array output, on every path.  ``hessian``
+  (and ``HessianTape``) take the loss the same way; ``jacobian`` (and ``JacobianTape``)
+  need one array or number (``check_output``).
+
+Nothing here imports a backend or the compiler: ``tracked.api`` builds on this module
+and sits below ``tracked.compiled_tape`` (tests/test_layering.py).
 """
 from collections.abc import Callable
 from typing import Any
@@ -19,8 +43,9 @@ from .conversions import object_array_error
 from .values import as_value
 
 __all__ = ['ADType', 'split_backend', 'check_function', 'check_output', 'no_complex_inputs',
-           'differentiable', 'Args', 'match_gradient',
-           'float_dtype', 'is_number_list', 'first_output', 'check_scalar']
+           'differentiable', 'tape_input', 'trainable', 'Annotation', 'is_annotated',
+           'annotated_withgradient', 'refuse_annotation', 'Args', 'match_gradient', 'float_dtype',
+           'is_number_list', 'first_output', 'check_scalar', 'loss_output']
 
 
 class ADType:
@@ -103,7 +128,83 @@ def differentiable(x):
 
 
 def _is_number(x):
-    return isinstance(x, (int, float, complex, np.number)) and not isinstance(x, (bool, np.bool_))
+    # Python numbers of the exact types (a bool, an IntEnum are labels, not quantities)
+    t = type(x)
+    return t is float or t is int or t is complex or isinstance(x, np.number)
+
+
+def tape_input(x):
+    """``tape_input(x)``: whether a recorded tape takes ``x`` as an input leaf: the
+    differentiated leaves (``differentiable``), and arrays of bools, whose values may
+    change between calls but which get no gradient (None, as in ``gradient``).  What is
+    not an input is a constant of the tape, compared on every replay.
+
+    >>> import numpy as np, tracked as tr
+    >>> [tr.arguments.tape_input(v) for v in (np.ones(2, bool), 3, True, 1j, 'a')]
+    [True, True, False, True, False]
+    """
+    if type(x) is np.ndarray:                  # the common case
+        kind = x.dtype.kind
+        return kind in 'fiucb' or kind == 'O' and differentiable(x)
+    return differentiable(x) or isinstance(x, np.ndarray) and x.dtype.kind == 'b'
+
+
+def trainable(x: Any) -> bool:
+    """``trainable(x)``: whether ``x`` is a parameter: an array (plain or tracked) of
+    floating-point or complex numbers with at least one dimension; the leaves of a
+    ``tr.Duplicated`` argument (and of ``destructure``, ``nparams``).  Numbers are not,
+    0-d arrays included: an outer differentiation makes a Python float a 0-d tracked
+    value, and ``destructure`` must take the same leaves whether or not it is
+    differentiated.
+
+    >>> import numpy as np, tracked as tr
+    >>> [tr.flat.trainable(v) for v in (np.ones(2), np.ones(2, np.float32), np.arange(2), 1.5,
+    ...                                 np.array(1.5))]
+    [True, True, False, False, False]
+    """
+    return isinstance(x, (np.ndarray, Tracked)) and x.ndim > 0 and x.dtype.kind in 'fc'
+
+
+class Annotation:
+    """Base class of the argument annotations, ``tr.Const`` and ``tr.Duplicated``
+    (tracked/duplicated.py): ``gradient``/``withgradient`` hand a call holding one to
+    its ``withgradient`` (``annotated_withgradient``); every other operator refuses them."""
+
+    __slots__ = ()
+
+    def withgradient(self, f: Callable[..., Any], backend: Any, args: tuple[Any, ...],
+                     zero: bool) -> Any:
+        """``(val, grads)`` of a ``gradient``/``withgradient`` call whose arguments
+        ``args`` hold this annotation (``backend``: the ADType given, or None)."""
+        raise NotImplementedError
+
+
+def is_annotated(args: tuple[Any, ...]) -> bool:
+    """Whether an argument tuple holds a ``tr.Const`` or a ``tr.Duplicated``."""
+    for a in args:
+        if isinstance(a, Annotation):
+            return True
+    return False
+
+
+def annotated_withgradient(f: Callable[..., Any], backend: Any, args: tuple[Any, ...],
+                           zero: bool) -> Any:
+    """``gradient``/``withgradient`` of arguments holding ``tr.Const``/``tr.Duplicated``
+    (or with ``zero=False``): computed by the annotation's own ``withgradient``."""
+    for a in args:
+        if isinstance(a, Annotation):
+            return a.withgradient(f, backend, args, zero)
+    raise TypeError('zero=False adds to the gradient a tr.Duplicated argument stores; '
+                    'no argument is Duplicated')
+
+
+def refuse_annotation(x: Any, who: str) -> None:
+    """A ``TypeError`` if ``x`` is a ``tr.Const``/``tr.Duplicated``, which ``who`` does not
+    take (only ``gradient`` and ``withgradient`` do)."""
+    if isinstance(x, Annotation):
+        raise TypeError(f'{who} does not take tr.{type(x).__name__} arguments (only '
+                        f'tr.gradient and tr.withgradient do): pass the value itself, '
+                        f'x.val')
 
 
 def check_output(y: Any, who: str = 'jacobian') -> None:
@@ -146,7 +247,7 @@ class Args:
     (2, ({'w': array([0., 0.]), 'act': None}, np.float64(1.0)))
     """
 
-    def __init__(self, args):
+    def __init__(self, args, who='this operator'):
         self.args = args
         self.flat: list[Any] = []
         self.defs: list[Any] = []     # per argument: 'leaf', 'const' or its TreeDef
@@ -154,7 +255,9 @@ class Args:
             if differentiable(a):
                 self.defs.append('leaf')
                 self.flat.append(a)
-            elif not is_node(a):
+                continue
+            refuse_annotation(a, who)
+            if not is_node(a):
                 self.defs.append('const')
             else:
                 ls, d = flatten(a, differentiable)
@@ -270,9 +373,29 @@ def is_number_list(x):
 # The differentiated output
 # --------------------------------------------------------------------------
 
+def loss_output(y, who='gradient', jacobian='jacobian(f, ...)'):
+    """``loss_output(y, who) -> (loss, seed)``: the loss among ``f``'s outputs ``y``
+    (``first_output``), a ``ValueError`` naming ``who`` unless it is a real scalar
+    (``check_scalar``); ``seed`` is the cotangent of the whole output.  Every path that
+    differentiates a loss asks this function.
+
+    >>> import tracked as tr
+    >>> tr.arguments.loss_output({'loss': 2.0, 'n': 3})
+    (2.0, {'loss': 1.0, 'n': None})
+    >>> tr.arguments.loss_output([2.0, 3.0])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: gradient needs f to return a real scalar (or a tuple, named tuple or dict ...
+    """
+    first, seed = first_output(y)
+    check_scalar(first, who, jacobian)
+    return first, seed
+
+
 def first_output(y):
     """``first_output(y) -> (differentiated, seed)``: the element of ``f``'s output that
     is differentiated (the first of a tuple or dict), and the cotangent of the output.
+    A list is not a (loss, aux) pair: it is returned whole (``check_scalar`` refuses it).
 
     >>> import tracked as tr
     >>> tr.arguments.first_output((2.0, 'aux'))
@@ -303,9 +426,11 @@ def check_scalar(v, who, jacobian='jacobian(f, ...)'):
     if shape is None and isinstance(v, (int, float)) and not isinstance(v, bool):
         return
     if shape is None:
+        hint = ' (return a tuple (loss, aux) for auxiliary outputs)' if isinstance(v, list) \
+            else ''
         raise ValueError(f'{who} needs f to return a real scalar (or a tuple, named tuple '
                          f'or dict whose first element is one); f returned '
-                         f'{type(v).__name__}. Use {jacobian} or pullback(f, ...) '
+                         f'{type(v).__name__}{hint}. Use {jacobian} or pullback(f, ...) '
                          f'for other outputs.')
     if shape != () or kind is None or kind not in 'fiu':
         what = f'an array of shape {shape}' if shape != () else \

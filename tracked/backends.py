@@ -3,7 +3,8 @@
 As in Flux, an AD-type object may follow ``f``.  Each backend implements
 ``withgradient(f, *args) -> (val, grads)`` with the conventions of
 tracked/arguments.py: ``grads`` has one entry per argument mirroring its structure,
-None where there is no gradient.  ``AutoCompiled`` lives in ``tracked.compiled_tape``.
+None where there is no gradient.  ``AutoTracked``, the eager tape and the default,
+lives in tracked/reverse.py (below the API); ``AutoCompiled`` in ``tracked.compiled_tape``.
 """
 from __future__ import annotations
 
@@ -12,23 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from .arguments import ADType, Args, check_function, check_scalar, first_output, float_dtype
-from .reverse import eager_withgradient
+from .arguments import ADType, Args, first_output, float_dtype, loss_output
+from .reverse import AutoTracked
 
 __all__ = ['ADType', 'AutoTracked', 'AutoFiniteDifferences']
-
-
-class AutoTracked(ADType):
-    """``AutoTracked()``: the default backend, the eager tape.
-
-    >>> import tracked as tr
-    >>> tr.gradient(lambda x: x * x, tr.AutoTracked(), 3.0)
-    (np.float64(6.0),)
-    """
-
-    def withgradient(self, f: Callable[..., Any], *args: Any) -> tuple[Any, tuple[Any, ...]]:
-        check_function(f, 'AutoTracked().withgradient')
-        return eager_withgradient(f, args)
 
 
 class AutoFiniteDifferences(ADType):
@@ -52,10 +40,9 @@ class AutoFiniteDifferences(ADType):
         return f'AutoFiniteDifferences(eps={self.eps})'
 
     def withgradient(self, f: Callable[..., Any], *args: Any) -> tuple[Any, tuple[Any, ...]]:
-        spec = Args(args)
+        spec = Args(args, 'AutoFiniteDifferences')
         val = f(*args)
-        first, _ = first_output(val)
-        check_scalar(first, 'gradient')
+        loss_output(val)
         base = [np.array(x, dtype=np.float64) for x in spec.flat]
 
         def value(j: int, moved: np.ndarray) -> float:

@@ -49,7 +49,7 @@ except ImportError as e:            # an optional extra: say which, not just "no
 import numpy as np
 
 from . import api
-from .arguments import ADType, Args, check_scalar, differentiable, first_output
+from .arguments import ADType, Args, differentiable, loss_output
 from .optimise import train as _train
 from .tree_util import flatten, follow, leaves
 from .box import plain
@@ -272,8 +272,7 @@ def _gradient_part(loss: Any, model: Any, held: Any, many: Any, names: Any, redu
         name = names[j] if type(names) is tuple else f'item {j} of {names}'
         try:
             val, g = loss.withgradient(model, args)
-            val = first_output(val)[0]
-            check_scalar(val, 'tracked.distributed')
+            val = loss_output(val, 'tracked.distributed')[0]
             records = 1
             if reduce == 'mean':
                 records = _records(args)

@@ -3,7 +3,8 @@
 ``dup = Duplicated(model)`` allocates the gradient once: a tree like the model (same
 types) with a zero array for each trainable array (tracked/flat.py), a tied array's
 one buffer shared in both places, None elsewhere.  ``gradient(f, dup, Const(x), ...)``
-(``api.gradient`` hands such calls to ``withgradient`` below) zeroes those buffers,
+(``api.gradient`` hands such calls to the annotation's ``withgradient`` method,
+``arguments.Annotation``, which calls ``withgradient`` below) zeroes those buffers,
 writes the gradient into them (adds it, with ``zero=False``) and returns the stored
 tree itself; ``update(state, dup)`` uses it.  With ``tr.AutoCompiled()`` the compiled
 tape writes straight into the buffers (``out=``), so a training step allocates no
@@ -25,11 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from .arguments import check_scalar, first_output
+from .arguments import Annotation, is_annotated, loss_output, trainable
 from .backends import AutoTracked
 from .compiled_tape import AutoCompiled
 from .compiled_tape.trees import TrackedArgumentError
-from .flat import trainable
 from .reverse import WithGradient, vjp
 from .tree_util import TreeDef, flatten, follow, leaves, register_node, tree_map, unflatten
 from .boxes import Tracked
@@ -37,7 +37,17 @@ from .boxes import Tracked
 __all__ = ['Duplicated', 'Const', 'is_annotated', 'withgradient']
 
 
-class Const:
+class _Annotation(Annotation):
+    """What ``Const`` and ``Duplicated`` share: ``gradient``'s calls holding them come here."""
+
+    __slots__ = ()
+
+    def withgradient(self, f: Callable[..., Any], backend: Any, args: tuple[Any, ...],
+                     zero: bool) -> Any:
+        return withgradient(f, backend, args, zero)
+
+
+class Const(_Annotation):
     """``Const(x)``: an argument of ``gradient`` that is not differentiated, next to a
     ``Duplicated`` one (Enzyme's ``Const``); ``f`` receives ``x`` itself and its
     gradient is None.
@@ -60,7 +70,7 @@ class Const:
         return f'Const({self.val!r})'
 
 
-class Duplicated:
+class Duplicated(_Annotation):
     """``Duplicated(model)``: ``model`` with storage for its gradient, allocated once
     (Flux + Enzyme's ``Duplicated``); ``.val`` is the model, ``.dval`` the gradient.
 
@@ -157,15 +167,6 @@ def _is_array(x: Any) -> bool:
     return isinstance(x, np.ndarray)
 
 
-def is_annotated(args: Sequence[Any]) -> bool:
-    """Whether an argument tuple holds a ``Duplicated`` or a ``Const`` (``api`` asks)."""
-    for a in args:
-        t = type(a)
-        if t is Duplicated or t is Const:
-            return True
-    return False
-
-
 def withgradient(f: Callable[..., Any], backend: Any, args: Sequence[Any],
                  zero: bool = True) -> Any:
     """``gradient``/``withgradient`` for arguments holding ``Duplicated``: ``(val, grads)``
@@ -215,8 +216,7 @@ def _eager(f: Callable[..., Any], args: Sequence[Any], values: Sequence[Any],
             k += n
         return f(*full)
     y, back = vjp(g, *flat)
-    first, dy = first_output(y)
-    check_scalar(first, 'gradient')
+    dy = loss_output(y)[1]
     cts = back(dy, last=True)
     if any(isinstance(ct, Tracked) for ct in cts):
         raise TypeError('a tr.Duplicated argument stores plain gradients, but this one '

@@ -14,24 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from .arguments import trainable
 from .tree_util import TreeDef, flatten, unflatten
 from .boxes import Tracked
 
 __all__ = ['trainable', 'destructure', 'Restructure', 'nparams']
-
-
-def trainable(x: Any) -> bool:
-    """``trainable(x)``: whether ``x`` is a parameter: an array (plain or tracked) of
-    floating-point or complex numbers with at least one dimension.  Numbers are not, 0-d
-    arrays included: an outer differentiation makes a Python float a 0-d tracked value,
-    and ``destructure`` must take the same leaves whether or not it is differentiated.
-
-    >>> import numpy as np, tracked as tr
-    >>> [tr.flat.trainable(v) for v in (np.ones(2), np.ones(2, np.float32), np.arange(2), 1.5,
-    ...                                 np.array(1.5))]
-    [True, True, False, False, False]
-    """
-    return isinstance(x, (np.ndarray, Tracked)) and x.ndim > 0 and x.dtype.kind in 'fc'
 
 
 def nparams(tree: Any) -> int:

@@ -168,6 +168,11 @@ def _forward_jacobian(f: Callable[..., Any], spec: Args, n: int) -> tuple[Any, l
         block = np.transpose(T[off:off + k])  # (m, k)
         if np.ndim(plain(a)) == 0:
             block = np.reshape(block, (m,))
+        if type(block) is np.ndarray:         # the argument's float dtype, as in reverse mode
+            dtype = np.result_type(float_dtype(a), np.complex64 if block.dtype.kind == 'c'
+                                   else float_dtype(a))
+            if block.dtype != dtype:
+                block = block.astype(dtype)
         jacs.append(block)
         off += k
     return y, jacs

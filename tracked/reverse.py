@@ -4,7 +4,8 @@ argument tuple.
 ``vjp`` is the one primitive: it records ``f`` at a fresh trace level (above every
 level that exists, so calls nest without perturbation confusion) and returns the
 value and a reusable ``back``.  ``pullback_args`` adds argument trees and
-``eager_withgradient`` is the eager tape's ``withgradient``.  The user-facing
+``eager_withgradient`` is the eager tape's ``withgradient``, the backend ``AutoTracked``
+(``EAGER``: the default of ``gradient``).  The user-facing
 operators (api.py, jacobians.py), the backends and ``tr.Duplicated`` are built on
 these; this module imports none of them, so none of them imports another in a
 circle.  Values returned are plain relative to the call's level: at the top level
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .arguments import Args, check_scalar, first_output, leaf_value
+from .arguments import ADType, Args, check_function, leaf_value, loss_output
 from .registry import Primitive
 from .tape import Node, backward, new_level, new_node, thread_state
 from .tree_util import is_node, tree_map
@@ -28,7 +29,8 @@ from .box import plain
 from .boxes import Tracked
 from .values import leaf
 
-__all__ = ['vjp', 'pullback_args', 'eager_withgradient', 'WithGradient']
+__all__ = ['vjp', 'pullback_args', 'eager_withgradient', 'WithGradient', 'AutoTracked',
+           'EAGER']
 
 WithGradient = namedtuple('WithGradient', ['val', 'grad'])
 
@@ -163,7 +165,7 @@ def pullback_args(f: Callable[..., Any],
                   args: Sequence[Any]) -> tuple[Any, Callable[..., tuple[Any, ...]]]:
     """``pullback(f, *args)`` (argument trees) whose ``back`` also takes ``last=True``
     (see ``vjp``)."""
-    spec = Args(args)
+    spec = Args(args, 'pullback')
     y, back = vjp(lambda *ls: f(*spec.rebuild(ls)), *spec.flat)
     return y, lambda dy=None, last=False: spec.gradients(back(dy, last=last))
 
@@ -171,6 +173,22 @@ def pullback_args(f: Callable[..., Any],
 def eager_withgradient(f: Callable[..., Any], args: Sequence[Any]) -> WithGradient:
     """``withgradient(f, *args)`` on the eager tape: no backend, no ``tr.Duplicated``."""
     y, back = pullback_args(f, args)
-    first, dy = first_output(y)
-    check_scalar(first, 'gradient')
+    dy = loss_output(y)[1]
     return WithGradient(y, back(dy, last=True))
+
+
+class AutoTracked(ADType):
+    """``AutoTracked()``: the default backend, the eager tape.
+
+    >>> import tracked as tr
+    >>> tr.gradient(lambda x: x * x, tr.AutoTracked(), 3.0)
+    (np.float64(6.0),)
+    """
+
+    def withgradient(self, f: Callable[..., Any], *args: Any) -> WithGradient:
+        if self is not EAGER:           # (api.withgradient checked f already)
+            check_function(f, 'AutoTracked().withgradient')
+        return eager_withgradient(f, args)
+
+
+EAGER = AutoTracked()       # the backend of gradient(f, *args)

@@ -3,6 +3,7 @@ tracked/tree_util.py (what is walked, how a node is rebuilt) and the leaves of
 ``tr.gradient`` (what is differentiated, what is tied), checked against eager gradients
 through GradientTape, a compiled tape and tr.AutoCompiled."""
 import dataclasses
+import enum
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -211,16 +212,17 @@ def test_leaves_are_the_differentiable_values_of_gradient():
     values = [np.ones(2), np.ones(2, np.float32), np.arange(2), np.ones(2, bool),
               np.array(['a']), np.array([object()]), np.float64(1.5), np.int64(2),
               np.bool_(True), 1.5, 3, True, None, 'text', np.tanh, Table(np.ones(1)),
-              np.ones(1, complex), np.complex128(1j)]
+              np.ones(1, complex), np.complex128(1j), 1j, enum.IntEnum('E', 'A').A]
     for v in values:
         expected = differentiable(v) or (isinstance(v, np.ndarray) and v.dtype.kind == 'b')
         assert is_input(v) == expected, v
         leaves, _ = flatten_args(({'v': v},))
         assert (len(leaves) == 1) == expected, v
-    # the intended differences: a bool array is an input (never differentiated); the
-    # exact Python number types only (Python complex is static)
+    # the one difference (tracked/arguments.py): a bool array is an input, never
+    # differentiated; the exact Python number types only, complex included, on both
     assert is_input(np.ones(2, bool)) and not differentiable(np.ones(2, bool))
-    assert not is_input(1j) and differentiable(1j)
+    assert is_input(1j) and differentiable(1j)
+    assert not is_input(enum.IntEnum('E', 'A').A) and not differentiable(enum.IntEnum('E', 'A').A)
 
 
 def test_gradient_of_mixed_leaves_matches_eager():

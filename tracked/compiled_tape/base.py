@@ -298,7 +298,7 @@ class Tape:
 
     def _inputs(self, leaves):
         diff = self._diffset
-        return [as_input(x, p in diff) if type(x) is not np.ndarray else x
+        return [as_input(x, p in diff) if type(x) is not np.ndarray or self.has_int_diff else x
                 for p, x in enumerate(leaves)] if self.has_int_diff or not all(
                     type(x) is np.ndarray for x in leaves) else leaves
 

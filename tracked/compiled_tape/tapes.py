@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from ..arguments import check_scalar, first_output
+from ..arguments import check_output, loss_output
 from ..tape import backward, new_level
 from ..boxes import Tracked
 from ..dispatch import call
@@ -91,8 +91,8 @@ class GradientTape(Tape):
         diff = set(self.diff)
         boxed = [leaf(t, li) if p in diff else t for p, t in enumerate(inputs)]
         out = self.f(*unflatten_args(self.arg_defs, boxed))
-        y = first_output(out)[0]         # the eager calling convention, errors included
-        check_scalar(y, 'GradientTape', 'JacobianTape(f, ...)')
+        # the loss as on every path (tracked/arguments.py), errors included
+        y = loss_output(out, 'GradientTape', 'JacobianTape(f, ...)')[0]
         val_specs, self._rebuild = _value_tree(rec, out)
         self.single_value = self._rebuild is _single      # f returned one scalar
         self.n_val = len(val_specs)
@@ -227,8 +227,7 @@ class JacobianTape(Tape):
         diff = set(self.diff)
         boxed = [leaf(t, li) if p in diff else t for p, t in enumerate(inputs)]
         y = self.f(*unflatten_args(self.arg_defs, boxed))
-        if isinstance(y, (tuple, list, dict)):
-            raise ValueError('JacobianTape needs f to return one array')
+        check_output(y, 'JacobianTape')        # as tr.jacobian (tracked/arguments.py)
         self.out_shape = np.shape(y)
         self.out_dtype = y.dtype if hasattr(y, 'dtype') else np.dtype(np.float64)
         m = int(np.prod(self.out_shape, dtype=np.int64))
@@ -279,9 +278,10 @@ class JacobianTape(Tape):
         for j, p in enumerate(self.diff):
             shape, dtype = self.specs[p]
             n = int(np.prod(shape, dtype=np.int64))
+            # the argument's float dtype, as tr.jacobian's (complex for a complex output)
+            dtype = dtype if dtype.kind in 'fc' else np.dtype(np.float64)
             specs.append(((self.m, n), np.result_type(
-                dtype if dtype.kind in 'fc' else np.float64,
-                self.out_dtype if self.out_dtype.kind in 'fc' else np.float64)))
+                dtype, np.complex64 if self.out_dtype.kind == 'c' else dtype)))
             for k in range(self.m):
                 slot = self._layout_rows[k][j]
                 if slot is not None:
@@ -306,12 +306,8 @@ class JacobianTape(Tape):
         flat = [None] * len(t.specs)
         for j, p in enumerate(t.diff):
             J = outs[j]
-            if t.specs[p][0] == () and t.out_shape == ():
-                J = J[0, 0]
-            elif t.specs[p][0] == ():
-                J = J[:, 0]
-            elif t.out_shape == ():
-                J = J[0]
+            if t.specs[p][0] == ():     # as tr.jacobian: a vector for a scalar argument,
+                J = J[:, 0]             # one row for a scalar output
             flat[p] = J
         grads = unflatten_args(t.arg_defs, flat, statics=False, only=t.wrt)
         return ValGrad(_plain_scalar(get(0)), grads)
@@ -356,10 +352,10 @@ class HessianTape(Tape):
         l1, l2 = new_level(), new_level()
         x1 = leaf(inputs[0], l1)
         x2 = leaf(x1, l2)
-        y = self.f(unflatten_args(self.arg_defs, [x2])[0])
-        if (y.ndim if isinstance(y, Tracked) else np.ndim(y)) != 0:
-            raise ValueError(f'f returned an array of shape {np.shape(y)}; HessianTape needs '
-                             f'a real scalar')
+        # the loss as tr.hessian takes it (tracked/arguments.py): a real scalar, or the
+        # first element of a tuple or dict
+        y = loss_output(self.f(unflatten_args(self.arg_defs, [x2])[0]), 'HessianTape',
+                        'JacobianTape(f, ...)')[0]
         shape = self.specs[0][0]
         dtype = self.specs[0][1] if self.specs[0][1].kind in 'fc' else np.dtype(np.float64)
         n = int(np.prod(shape, dtype=np.int64))

@@ -6,36 +6,24 @@ gradient, shared in both places), while the same array passed as two arguments i
 two leaves.  The structure of a call is the tuple of its arguments' ``TreeDef``s,
 hashable (``AutoCompiled``'s cache key) and compared on replay.
 
-Leaves (the inputs of a tape, ``is_input``) are the values ``tr.gradient``
-differentiates (``arguments.differentiable``): arrays and NumPy scalars of numbers,
-Python floats and ints.  Intended differences, because a tape's inputs are typed and
-fixed once recorded:
-
-- bool arrays are leaves too (inputs whose values may change; never differentiated,
-  so their gradient is None, as in ``tr.gradient``);
-- Python ints are leaves, but ``tapes.py`` makes one outside ``wrt`` a constant of
-  the tape (a size or an index), checked on every replay;
-- only the exact types ``float`` and ``int`` are leaves among Python numbers (a
-  subclass such as ``IntEnum`` is static); a Python ``complex`` is static too (a
-  constant of the tape), while complex arrays and NumPy complex scalars are leaves,
-  differentiated like real ones.
-
-An array of dtype object holding numbers is refused as in ``tr.gradient``.
-Everything else (None, bools, strings, functions, ``@tr.leaf`` objects, arrays of
-strings) is static: part of the structure, compared by value (by identity when
-unhashable) on replay.  A tracked value is refused.
+Leaves (the inputs of a tape, ``is_input``) are decided by the calling convention,
+``arguments.tape_input``: the leaves ``tr.gradient`` differentiates, plus bool arrays
+(inputs whose values may change; never differentiated, so their gradient is None, as
+in ``tr.gradient``).  A Python ``complex`` leaf is held as ``np.complex128`` (the tape's
+inputs are typed), a Python int outside ``wrt`` is a constant of the tape (a size or
+an index), checked on every replay (``tapes.py``).  Everything else (None, bools,
+strings, functions, ``@tr.leaf`` objects, arrays of strings) is static: part of the
+structure, compared by value (by identity when unhashable) on replay.  A tracked value
+is refused, and so are ``tr.Const``/``tr.Duplicated`` (taken by ``tr.gradient`` only).
 """
 import numpy as np
 
-from ..arguments import differentiable
+from ..arguments import refuse_annotation, tape_input
 from ..tree_util import DICT, LEAF, LIST, STATIC, TUPLE, flatten, unflatten, keystr
 from ..boxes import Tracked
 
 __all__ = ['TrackedArgumentError', 'is_input', 'flatten_args', 'unflatten_args', 'arg_leaves',
            'describe', 'leaf_path', 'is_one_leaf', 'tree_literal']
-
-_ARRAY_KINDS = frozenset('fiubc')      # arrays that are inputs: numbers and bools
-_SCALAR_KINDS = frozenset('fiuc')      # NumPy scalars that are inputs: numbers
 
 
 class TrackedArgumentError(TypeError):
@@ -43,27 +31,17 @@ class TrackedArgumentError(TypeError):
 
 
 def is_input(x):
-    """``is_input(x)``: whether ``x`` is a leaf (an input) of a recorded tape (module
-    docstring); raises ``TrackedArgumentError`` for a tracked value.
+    """``is_input(x)``: whether ``x`` is a leaf (an input) of a recorded tape,
+    ``arguments.tape_input``; raises ``TrackedArgumentError`` for a tracked value.
 
     >>> import numpy as np
     >>> [is_input(v) for v in (np.ones(2, bool), 3, True, 1j, np.complex64(1j), 'a')]
-    [True, True, False, False, True, False]
+    [True, True, False, True, True, False]
     """
-    t = type(x)
-    if t is np.ndarray:
-        # (differentiable raises for an object array of numbers, as tr.gradient does)
-        return x.dtype.kind in _ARRAY_KINDS or x.dtype.kind == 'O' and differentiable(x)
-    if t is float or t is int:
-        return True
-    if isinstance(x, np.generic):
-        return x.dtype.kind in _SCALAR_KINDS
-    if isinstance(x, Tracked):
+    if type(x) is not np.ndarray and isinstance(x, Tracked):
         raise TrackedArgumentError('a recorded tape takes plain arrays, not tracked '
                                    'values (tr.data(x) gives the value)')
-    if isinstance(x, np.ndarray):
-        return x.dtype.kind in _ARRAY_KINDS
-    return False
+    return tape_input(x)
 
 
 _ARRAY_DEF = flatten(np.zeros(1), is_input)[1]      # an argument that is one array
@@ -82,11 +60,14 @@ def flatten_args(args):
     leaves = []
     defs = []
     for a in args:
-        if type(a) is np.ndarray and a.dtype.kind in _ARRAY_KINDS:   # the common case
+        if type(a) is np.ndarray and a.dtype.kind in 'fiubc':   # the common case
             leaves.append(a)
             defs.append(_ARRAY_DEF)
         else:
+            refuse_annotation(a, 'a recorded tape')
             ls, d = flatten(a, is_input)
+            if complex in map(type, ls):      # typed inputs: a Python complex as NumPy's
+                ls = [np.complex128(x) if type(x) is complex else x for x in ls]
             leaves.extend(ls)
             defs.append(d)
     return leaves, tuple(defs)
