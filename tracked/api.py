@@ -20,6 +20,7 @@ from .arguments import Args, annotated_withgradient, check_function, is_annotate
 from .reverse import EAGER, WithGradient, vjp
 from .tape import Owner, protect
 from .tree_util import is_node, leaves
+from . import box
 from .boxes import Tracked
 
 __all__ = ['vjp', 'pullback', 'gradient', 'withgradient']
@@ -60,9 +61,9 @@ def pullback(f: Callable[..., Any], *args: Any) -> tuple[Any, Callable[..., tupl
 
 
 def _protect_outputs(out: Any, level: int) -> Owner | None:
-    computed = [t._value for t in (leaves(out, _is_tracked) if is_node(out) else [out])
-                if isinstance(t, Tracked) and t._node.level == level
-                and t._node.prim is not None and type(t._value) is np.ndarray]
+    computed = [box.unboxed(t) for t in (leaves(out, _is_tracked) if is_node(out) else [out])
+                if isinstance(t, Tracked) and box.level(t) == level
+                and box.node(t).prim is not None and type(box.unboxed(t)) is np.ndarray]
     if not computed:
         return None
     owner = Owner()

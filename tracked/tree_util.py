@@ -576,6 +576,12 @@ class TreeDef:
         self.num_leaves = num_leaves
         self._hash = None
 
+    @property
+    def form(self) -> tuple[Any, ...]:
+        """The nested tuple the structure is stored as (node kinds, statics, leaf
+        numbers): what generated code reads (``matcher``, the compiler's literals)."""
+        return self._form
+
     def __eq__(self, other: object) -> bool:
         return type(other) is TreeDef and (self is other or self._form == other._form)
 

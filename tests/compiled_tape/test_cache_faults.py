@@ -66,7 +66,7 @@ def test_a_cache_folder_deleted_while_in_use_is_made_again(fresh_cache):
     # kernels not compiled yet (float32) compile into the folder made again ...
     assert _right(tr.compile(_tape(np.float32), background=False), np.float32)
     assert os.path.isdir(cache.cache_dir()) and cache.missing(
-        tr.compile(_tape(np.float32))._new_compiled().sources()) == []
+        tr.compile(_tape(np.float32)).new_compiled().sources()) == []
     # ... and so do those a new process would miss now
     cache._loaded.clear()
     ct = tr.compile(_tape())

@@ -135,7 +135,7 @@ def test_logical_functions_give_bools_inside_loops():
 def _kernels_of(f, *args, wrt=None):
     """What compiling would load: the kernels' names (hashes of their sources) and the
     entry's (planning only: nothing is compiled here)."""
-    prog = tr.GradientTape(f, *args, wrt=wrt)._new_compiled()
+    prog = tr.GradientTape(f, *args, wrt=wrt).new_compiled()
     assert prog.fallbacks == []
     return sorted(k.name for k in prog.kernels), prog.entry_name
 

@@ -32,12 +32,12 @@ def smooth(x, c):
 def held_switch(monkeypatch):
     """The switch to the kernels waits until the test sets the returned event."""
     release = threading.Event()
-    switch = base.Tape._switch
+    switch = base.Tape.switch_to
 
     def held(self, tiering, prog):
         release.wait(TIMEOUT)
         switch(self, tiering, prog)
-    monkeypatch.setattr(base.Tape, '_switch', held)
+    monkeypatch.setattr(base.Tape, 'switch_to', held)
     return release
 
 

@@ -41,7 +41,7 @@ class Tape:
     program outputs go in them).
     """
 
-    _what = 'tape'
+    kind_name = 'tape'
     # Defined by each subclass (annotations only, for the type checker):
     _trace: Callable[[Recorder, list[Any]], list[Any]]
     _layout: Callable[[], tuple[list[tuple[tuple[int, ...], np.dtype]],
@@ -113,8 +113,8 @@ class Tape:
                 checks.append((t, {}))
         # generated for this structure; arrays untied when recorded must stay untied
         # (tied ones get the total gradient: another tape), argument by argument
-        self._checks = checks
-        self._checker = self.treedef.matcher(checks, distinct=per_arg)
+        self.checks = checks
+        self.checker = self.treedef.matcher(checks, distinct=per_arg)
         rec = Recorder(new_level())
         push_recorder(rec)
         try:
@@ -131,11 +131,11 @@ class Tape:
         self.program = Program(rec, outputs)
         self.n_outputs = len(outputs)
         self.out_specs, self.placements = self._layout()
-        self.__dict__.pop('_out_checker', None)
-        self._outs: dict[Any, Any] = {}            # out= trees checked (signature.out_leaves)
+        self.__dict__.pop('out_checker', None)
+        self.checked_outs: dict[Any, Any] = {}   # out= trees checked (signature.out_leaves)
         self.compiled = None
         if self._compile_mode is not None:         # retraced: compile the new program
-            self._start_compile(self._compile_mode == 'background')
+            self.start_compile(self._compile_mode == 'background')
         self._install_calls()
 
     # -- pickling: a tape travels as its recorded program --------------------------
@@ -155,15 +155,15 @@ class Tape:
         self.compiled = None
         self._tiering = None
         self._now = self._public = self
-        self._outs = {}
-        self._checker = self.treedef.matcher(self._checks, distinct=self.per_arg)
+        self.checked_outs = {}
+        self.checker = self.treedef.matcher(self.checks, distinct=self.per_arg)
         if self._compile_mode is not None:
             try:                 # in the foreground: a worker's first call uses it
-                self._start_compile(background=False)
+                self.start_compile(background=False)
             except Exception as e:
                 name = getattr(self.f, '__name__', 'f')
                 raise RuntimeError(
-                    f'a compiled {self._what} of {name} arrived in a process that '
+                    f'a compiled {self.kind_name} of {name} arrived in a process that '
                     f'cannot compile it ({type(e).__name__}: {e}). It needs numba and a '
                     f'writable cache folder ($TRACKED_CACHE_DIR); or send the tape '
                     f'uncompiled and replay it in NumPy.') from e
@@ -174,11 +174,11 @@ class Tape:
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
         new._now = new._public = new
-        new._outs = {}
+        new.checked_outs = {}
         return new
 
     # -- threads: a recording is never changed under a call --------------------------
-    def _current(self):
+    def current(self):
         """The tape's recording now: the object whose attributes a call reads (the tape
         itself until a retrace; see ``_retrace``)."""
         return self._public._now
@@ -201,7 +201,7 @@ class Tape:
         return new
 
     # -- compiling ------------------------------------------------------------------
-    def _start_compile(self, background):
+    def start_compile(self, background):
         """Compile the program: now, or in the background while calls replay in NumPy."""
         self._compile_mode = 'background' if background else 'foreground'
         self.compiled = None
@@ -209,22 +209,22 @@ class Tape:
             self._tiering = Tiering(self)
         else:
             self._tiering = None
-            prog = self._new_compiled().load()
-            self._warm(prog)
+            prog = self.new_compiled().load()
+            self.warm(prog)
             self.compiled = prog
 
-    def _new_compiled(self):
+    def new_compiled(self):
         """The program planned for numba (kernels not loaded yet)."""
         from .compiled import CompiledProgram
         return CompiledProgram(self.program, self.specs, self.out_specs, self.placements)
 
-    def _warm(self, prog):
+    def warm(self, prog):
         """Run ``prog`` once on the recorded values (its entry loads now), compared with
         the NumPy replay (firstrun.py)."""
         from .firstrun import check
         check(self, prog)
 
-    def _switch(self, tiering, prog):
+    def switch_to(self, tiering, prog):
         """Use ``prog`` from the next call on (called by the background compilation)."""
         if self._tiering is tiering and self.program is prog.program:
             self.compiled = prog
@@ -266,7 +266,7 @@ class Tape:
         t.planned.wait()                           # planning takes milliseconds
         return list(t.compiled.fallbacks) if t.compiled is not None else None
 
-    def _new_outs(self):
+    def new_outs(self):
         return [np.zeros(shape, dtype) for shape, dtype in self.out_specs]
 
     # -- the general call path --------------------------------------------------------
@@ -276,7 +276,7 @@ class Tape:
         c = self.compiled
         if c is not None:
             return c.run(leaves, outs).__getitem__
-        vals = self.program.run(self._inputs(leaves))
+        vals = self.program.run(self.inputs_of(leaves))
         t = self._tiering
         if t is not None and not t.go.is_set():
             t.go.set()                   # the first call is done: compile in the background
@@ -296,20 +296,20 @@ class Tape:
         ``GradientTape``, whose gradients may appear or vanish, checks them again."""
         return outs
 
-    def _inputs(self, leaves):
+    def inputs_of(self, leaves):
         diff = self._diffset
         return [as_input(x, p in diff) if type(x) is not np.ndarray or self.has_int_diff else x
                 for p, x in enumerate(leaves)] if self.has_int_diff or not all(
                     type(x) is np.ndarray for x in leaves) else leaves
 
-    def _run(self, args, outs=None):
+    def replay(self, args, outs=None):
         """Check ``args`` and replay this recording into ``outs`` (fresh arrays if None);
         retrace on a failed guard if asked to.  Returns (the recording that answered,
         getter of its unplaced outputs, outs)."""
         leaves = self._leaves(args)
         given = outs is not None
         if not given:
-            outs = self._new_outs()
+            outs = self.new_outs()
         elif self.compiled is None:      # compiled: the entry refuses (vm.ALIASED)
             _refuse_aliasing(leaves, outs)
         try:
@@ -320,7 +320,7 @@ class Tape:
             new = self._retrace(args)
             # the new path may produce other outputs (a gradient that is now None):
             # fresh buffers, or a clear error if the caller's out= no longer fits
-            outs = new._check_out(outs) if given else new._new_outs()
+            outs = new._check_out(outs) if given else new.new_outs()
             return new, new._exec(new._leaves(args), outs), outs
 
     # -- printing ----------------------------------------------------------------
@@ -352,7 +352,7 @@ def _refuse_aliasing(leaves, outs):
 
 # Per process: generated code, the compiled program, the background compilation; the
 # recording's links (reset where the tape lands) and the out= trees it has checked.
-_PER_PROCESS = ('_checker', '_out_checker', '_outs', '_now', '_public', '_diffset_cache',
+_PER_PROCESS = ('checker', 'out_checker', 'checked_outs', '_now', '_public', '_diffset_cache',
                 'compiled', '_tiering', 'gradient', 'withgradient')
 
 

@@ -83,12 +83,12 @@ def call_source(tape):
     value_dt, value_off = c.scalar_outputs[0]
     env = {'empty': np.empty, 'vm': c.vm, 'POP': c.pool.pop, 'PUSH': c.pool.append,
            'FRAME': c.new_frame, 'ValGrad': ValGrad, 'new': tuple.__new__,
-           'out_leaves': out_leaves, 'OUTS': tape._outs, 'tape': tape,
+           'out_leaves': out_leaves, 'OUTS': tape.checked_outs, 'tape': tape,
            'unflatten_args': unflatten_args, 'DEFS': tape.arg_defs, 'WRT': tape.wrt,
            # the structure and untied arrays only (the entry checks dtypes and shapes),
            # unless an int is a constant of the tape: then its value too
-           'MATCH': tape._checker if tape.static else tape.treedef.matcher(
-               [(cls, {}) if cls is np.ndarray else None for cls, _ in tape._checks],
+           'MATCH': tape.checker if tape.static else tape.treedef.matcher(
+               [(cls, {}) if cls is np.ndarray else None for cls, _ in tape.checks],
                distinct=tape.per_arg)}
     nleaves = len(tape.specs)
     # the leaves: the arguments themselves when each is one array passed to the entry

@@ -32,9 +32,9 @@ def check(tape, prog):
     """Run ``prog`` (a ``CompiledProgram`` of ``tape``, loaded) on the recorded values
     and raise ``CompileError`` if an output differs from the NumPy replay's."""
     leaves = recorded_leaves(tape)
-    outs = tape._new_outs()
+    outs = tape.new_outs()
     unplaced = prog.run(leaves, outs)
-    for oi, want in enumerate(tape.program.run(tape._inputs(leaves))):
+    for oi, want in enumerate(tape.program.run(tape.inputs_of(leaves))):
         if oi in tape.placements:
             k, off = tape.placements[oi]
             want = np.ravel(want)

@@ -74,7 +74,7 @@ def missing(tapes):
     from . import cache
     found: dict[str, str] = {}
     for tape in tapes:
-        for name, source in tape._new_compiled().sources():
+        for name, source in tape.new_compiled().sources():
             found.setdefault(name, source)
     return cache.missing(list(found.items()))
 

@@ -45,10 +45,10 @@ def as_input(x, diff):
 def check_leaves(tape, args):
     """The leaves of ``args`` if they match what ``tape`` was recorded for, else a
     ``ValueError`` naming the expected and the given."""
-    leaves = tape._checker(args)          # generated for the recorded structure
+    leaves = tape.checker(args)          # generated for the recorded structure
     if leaves is not None:
         return leaves
-    what = tape._what
+    what = tape.kind_name
     if len(args) != tape.nargs:
         raise ValueError(f'this {what} was recorded for {tape.nargs} arguments, got {len(args)}')
     leaves, arg_defs = flatten_args(args)
@@ -91,18 +91,18 @@ MAX_OUTS = 8     # out= trees remembered per tape: one per thread, or double buf
 def out_leaves(tape, out):
     """The arrays of ``out`` (a gradient tree returned by ``tape``), checked.
 
-    ``tape._outs`` remembers a few trees, so that threads with an ``out=`` each do
+    ``tape.checked_outs`` remembers a few trees, so that threads with an ``out=`` each do
     not check theirs on every call: a tuple of arrays by identity (it cannot
     change), another tree by its arrays once its matcher found them (shapes and
     dtypes checked).
     """
-    known = tape._outs
+    known = tape.checked_outs
     hit = known.get(id(out))
     if hit is not None and hit[0] is out:
         return hit[1]
-    checker = tape.__dict__.get('_out_checker')
+    checker = tape.__dict__.get('out_checker')
     if checker is None:
-        checker = tape._out_checker = out_matcher(tape)
+        checker = tape.out_checker = out_matcher(tape)
     leaves = checker(out)
     simple = type(out) is tuple and all(type(g) is np.ndarray or g is None for g in out)
     if leaves is None:

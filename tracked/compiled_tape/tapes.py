@@ -16,6 +16,7 @@ import numpy as np
 
 from ..arguments import check_output, loss_output
 from ..tape import backward, new_level
+from .. import box
 from ..boxes import Tracked
 from ..dispatch import call
 from ..values import leaf
@@ -82,7 +83,7 @@ class GradientTape(Tape):
     array([0.        , 1.38177329, 0.07700375])
     """
 
-    _what = 'GradientTape'
+    kind_name = 'GradientTape'
 
     def _trace(self, rec, inputs):
         """Run ``f`` on leaves and the backward pass from its scalar; the outputs are
@@ -97,13 +98,13 @@ class GradientTape(Tape):
         self.single_value = self._rebuild is _single      # f returned one scalar
         self.n_val = len(val_specs)
         cts = {}
-        if isinstance(y, Tracked) and y._node.level == li:
+        if isinstance(y, Tracked) and box.level(y) == li:
             seed = np.ones((), dtype=y.dtype)[()]
-            cts = backward(y._node, seed, retain=True)
+            cts = backward(box.node(y), seed, retain=True)
         grads = []
-        self.grad_leaves = [p for p in self.diff if boxed[p]._node in cts]
+        self.grad_leaves = [p for p in self.diff if box.node(boxed[p]) in cts]
         for p in self.grad_leaves:
-            g = cts[boxed[p]._node]
+            g = cts[box.node(boxed[p])]
             dtype = self.specs[p][1] if self.specs[p][1].kind in 'fc' else np.dtype(np.float64)
             if g.dtype != dtype:
                 g = call(np.ndarray.astype, g, dtype) if isinstance(g, Tracked) \
@@ -129,10 +130,10 @@ class GradientTape(Tape):
     # -- public calls -------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
         """``tape(*args)``: the value of ``f`` (replays the whole tape)."""
-        t, get, _ = self._current()._run(args)
-        return t._value(get)
+        t, get, _ = self.current().replay(args)
+        return t._value_of(get)
 
-    def _value(self, get):
+    def _value_of(self, get):
         return self._rebuild([_plain_scalar(get(k)) for k in range(self.n_val)])
 
     def gradient(self, *args: Any, out: tuple[Any, ...] | None = None) -> tuple[Any, ...]:
@@ -146,10 +147,10 @@ class GradientTape(Tape):
 
     def withgradient(self, *args: Any, out: tuple[Any, ...] | None = None) -> ValGrad:
         """``tape.withgradient(*args, out=None) -> (val, grad)``."""
-        t = self._current()
+        t = self.current()
         targets = out_leaves(t, out) if out is not None else None
-        t, get, outs = t._run(args, targets)
-        val = get(0) if t._rebuild is _single else t._value(get)
+        t, get, outs = t.replay(args, targets)
+        val = get(0) if t._rebuild is _single else t._value_of(get)
         if out is not None:
             return ValGrad(val, out)
         flat = [None] * len(t.specs)
@@ -201,7 +202,7 @@ class JacobianTape(Tape):
            [0., 4.]])
     """
 
-    _what = 'JacobianTape'
+    kind_name = 'JacobianTape'
 
     def __init__(self, f: Callable[..., Any], *args: Any, wrt: int | Sequence[int] | None = None,
                  on_guard: Literal['error', 'retrace'] = 'error', sparsity: Any = None) -> None:
@@ -236,10 +237,10 @@ class JacobianTape(Tape):
         complex_out = self.out_dtype.kind == 'c'
 
         def sweep(s, unit):
-            if not (isinstance(y, Tracked) and y._node.level == li):
+            if not (isinstance(y, Tracked) and box.level(y) == li):
                 return {}
             seed = (s * unit).astype(y.dtype).reshape(self.out_shape)
-            return backward(y._node, seed if seed.ndim else seed[()], retain=True)
+            return backward(box.node(y), seed if seed.ndim else seed[()], retain=True)
         seeds = (np.eye(1, m, k)[0] for k in range(m)) if self.coloring is None else \
             self.coloring.seeds()
         for s in seeds:
@@ -248,9 +249,9 @@ class JacobianTape(Tape):
             cts_im = sweep(s, 1j) if complex_out else {}
             row = []
             for p in self.diff:
-                g = cts.get(boxed[p]._node)
+                g = cts.get(box.node(boxed[p]))
                 if complex_out:
-                    gi = cts_im.get(boxed[p]._node)
+                    gi = cts_im.get(box.node(boxed[p]))
                     if gi is not None:
                         g = 1j * gi if g is None else g + 1j * gi
                 row.append(rec.output(g) if g is not None else None)
@@ -290,7 +291,7 @@ class JacobianTape(Tape):
 
     def __call__(self, *args: Any) -> Any:
         """``tape(*args)``: the value of ``f``."""
-        return _plain_scalar(self._current()._run(args)[1](0))
+        return _plain_scalar(self.current().replay(args)[1](0))
 
     def jacobian(self, *args: Any) -> tuple[Any, ...]:
         """``tape.jacobian(*args)``: per argument its Jacobian matrix (None outside wrt)."""
@@ -298,7 +299,7 @@ class JacobianTape(Tape):
 
     def withjacobian(self, *args: Any) -> ValGrad:
         """``tape.withjacobian(*args) -> (val, jacobians)``."""
-        t, get, outs = self._current()._run(args)
+        t, get, outs = self.current().replay(args)
         if t.coloring is not None:
             from ..sparse_jacobians import tape_blocks
             grads = unflatten_args(t.arg_defs, tape_blocks(t, outs), statics=False, only=t.wrt)
@@ -329,7 +330,7 @@ class HessianTape(Tape):
            [ 0., 12.]])
     """
 
-    _what = 'HessianTape'
+    kind_name = 'HessianTape'
 
     def __init__(self, f: Callable[[Any], Any], x: Any,
                  on_guard: Literal['error', 'retrace'] = 'error', sparsity: Any = None) -> None:
@@ -361,17 +362,18 @@ class HessianTape(Tape):
         n = int(np.prod(shape, dtype=np.int64))
         self.n = n
         g = None
-        if isinstance(y, Tracked) and y._node.level == l2:
-            g = backward(y._node, np.ones((), dtype=y.dtype)[()], retain=True).get(x2._node)
+        if isinstance(y, Tracked) and box.level(y) == l2:
+            g = backward(box.node(y), np.ones((), dtype=y.dtype)[()], retain=True).get(box.node(x2))
         specs = [rec.output(y), rec.output(g if g is not None else np.zeros(shape, dtype))]
         rows = []
         seeds = (np.eye(1, n, k)[0] for k in range(n)) if self.coloring is None else \
             self.coloring.seeds()
         for s in seeds:
             h = None
-            if isinstance(g, Tracked) and g._node.level == l1:
+            if isinstance(g, Tracked) and box.level(g) == l1:
                 seed = s.astype(g.dtype).reshape(shape)
-                h = backward(g._node, seed if seed.ndim else seed[()], retain=True).get(x1._node)
+                h = backward(box.node(g), seed if seed.ndim else seed[()],
+                             retain=True).get(box.node(x1))
             rows.append(rec.output(h) if h is not None else np.zeros(shape, dtype))
         self.rows = len(rows)
         self.dtype = dtype
@@ -383,25 +385,25 @@ class HessianTape(Tape):
 
     def __call__(self, x: Any) -> Any:
         """``tape(x)``: the value of ``f``."""
-        return _plain_scalar(self._current()._run((x,))[1](0))
+        return _plain_scalar(self.current().replay((x,))[1](0))
 
     def hessian(self, x: Any, out: np.ndarray | None = None) -> Any:
         """``tape.hessian(x, out=None)``: the Hessian matrix (a scalar for scalar x); with
         ``out`` (an (n, n) array) it is written there.  A tape with ``sparsity`` returns a
         SciPy CSR array (no ``out``)."""
-        t = self._current()
+        t = self.current()
         if t.coloring is not None:
             if out is not None:
                 raise ValueError('out= takes a dense Hessian; a HessianTape with sparsity= '
                                  'returns a new sparse array')
-            t, _, outs = t._run((x,))
+            t, _, outs = t.replay((x,))
             return t.coloring.decompress(outs[0].T)
         if out is not None and (not isinstance(out, np.ndarray) or out.shape != (t.n, t.n)
                                 or out.dtype != t.dtype or not out.flags.c_contiguous
                                 or not out.flags.writeable):
             raise ValueError(f'out= must be a writeable C-contiguous array of shape '
                              f'{(t.n, t.n)} and dtype {t.dtype}')
-        t, _, outs = t._run((x,), [out] if out is not None else None)
+        t, _, outs = t.replay((x,), [out] if out is not None else None)
         H = outs[0]
         if t.specs[0][0] == () and out is None:
             return H[0, 0]
@@ -409,7 +411,7 @@ class HessianTape(Tape):
 
     def gradient(self, x: Any) -> Any:
         """``tape.gradient(x)``: the gradient, from the same tape."""
-        return _plain_scalar(self._current()._run((x,))[1](1))
+        return _plain_scalar(self.current().replay((x,))[1](1))
 
 
 def compile(tape: T, background: bool = True) -> T:
@@ -438,7 +440,7 @@ def compile(tape: T, background: bool = True) -> T:
         raise TypeError(f'compile expects a GradientTape, JacobianTape or HessianTape, got '
                         f'{type(tape).__name__}')
     import copy
-    new = copy.copy(tape._current())
-    new._start_compile(background)
+    new = copy.copy(tape.current())
+    new.start_compile(background)
     new._install_calls()
     return new

@@ -71,13 +71,13 @@ class Tiering:
         try:
             from . import cache            # imports numba: here, not in the caller's thread
             self._mark('start')
-            prog = self.compiled = self.tape._new_compiled()
+            prog = self.compiled = self.tape.new_compiled()
             self._mark('planned')
             self.planned.set()
             self._load(prog, cache)
             self._mark('loaded')
-            self.tape._warm(prog)          # compared with the NumPy replay (firstrun.py)
-            self.tape._switch(self, prog)
+            self.tape.warm(prog)          # compared with the NumPy replay (firstrun.py)
+            self.tape.switch_to(self, prog)
             self._mark('switched')
         except BaseException as e:     # noqa: BLE001 -- reported through compile_error
             self.error = e if isinstance(e, CompileError) else CompileError(

@@ -151,7 +151,7 @@ def tree_literal(treedef, names):
     >>> tree_literal(flatten_args(({'w': np.ones(1), 'act': 'tanh'},))[1][0], ['g0'])
     "{'w': g0, 'act': None}"
     """
-    return _literal(treedef._form, names)
+    return _literal(treedef.form, names)
 
 
 def _literal(form, names):
