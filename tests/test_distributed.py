@@ -88,7 +88,7 @@ def test_a_large_model_travels_in_a_task_and_many_parts_are_summed_on_workers(cl
     model, (x, y) = _model(), _data()
     shards = [client.scatter(s) for s in _split(x, y, (15,) * 20)]    # 20 futures: 3 sum tasks
     expected = td.withgradient(client, sum_loss, model, shards)
-    monkeypatch.setattr(td, '_INLINE_BYTES', 0)
+    monkeypatch.setattr(td.gradients, '_INLINE_BYTES', 0)
     val, g = td.withgradient(client, sum_loss, model, shards)
     assert val == expected.val
     _assert_close(g, expected.grad, 0)
@@ -188,8 +188,9 @@ def test_bad_arguments(client):
 
 def test_doctests():
     import doctest
-    result = doctest.testmod(td, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
+    for module in (td.shards, td.gradients, td.training):
+        result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
 
 
 def test_without_dask_the_error_names_the_extra():

@@ -1,180 +1,26 @@
-"""Data-parallel gradients and training on ``dask.distributed`` (an optional extra).
-
-The loss of a data set split into shards is the sum of the shards' losses, so its
-gradient is the sum of theirs.  ``withgradient(client, loss, model, shards)`` computes
-each shard's value and gradient in a task on the worker that holds the shard and adds
-them up in a fixed order (the result does not depend on which worker finishes
-first; many parts are summed on the workers first); ``train`` runs
-``tr.train``'s loop -- the same optimisers, the same progress bar -- on such
-gradients, one step per pass over all the shards.  Dask does the scheduling, the
-data placement and the recovery: a task whose worker dies is run again on any live
-worker, even when every worker died and the nanny started new ones; a task that kills
-every worker it runs on (Dask's ``distributed.scheduler.allowed-failures`` + 1 of them)
-raises ``ShardError``, and ``timeout=`` bounds a step.
-
-Shards are given as a sequence (each shard a tuple of arguments, or one array), as
-futures of such shards, as a ``dask.array`` (or a tuple of them: the blocks along
-the first axis are the shards) or as a ``dask.bag`` whose items are shards.
-In-memory shards travel inside their tasks, as ``dask.array.from_array``'s blocks
-do, so Dask can send a shard again when the worker that held it dies; data too large
-for the client should come as futures or a dask collection that loads it on the
-workers.  Install with ``pip install -e '.[distributed]'``.
-
-Dask starts its workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which makes NumPy
-code with many large temporaries -- an eager tape's -- up to twice as slow; a
-cluster started after ``dask.config.set({'distributed.nanny.pre-spawn-environ.
-MALLOC_TRIM_THRESHOLD_': None})`` keeps glibc's default (notebooks/06_distributed).
-"""
+"""One gradient over the shards, in tasks: ``withgradient``, and what every step uses
+(the loss on a worker, a part's gradient, the checks of the shards)."""
 from __future__ import annotations
 
 import itertools
 import threading
-import uuid
 import time
+import uuid
 import weakref
 from typing import Any
 
-try:
-    import dask
-    import dask.array
-    import dask.bag
-    from distributed import CancelledError, Future, KilledWorker, as_completed
-    from distributed import TimeoutError as DaskTimeout    # asyncio's on Python 3.10
-except ImportError as e:            # an optional extra: say which, not just "no module"
-    raise ImportError(
-        f"tracked.distributed needs Dask's distributed scheduler, an optional extra: "
-        f"pip install -e '.[distributed]' (or pip install 'dask[distributed]'). "
-        f"({e})") from e
-
 import numpy as np
+from distributed import CancelledError, KilledWorker, as_completed
+from distributed import TimeoutError as DaskTimeout    # asyncio's on Python 3.10
 
-from . import api
-from .arguments import ADType, Args, check_scalar, differentiable, first_output
-from .optimise import train as _train
-from .tree_util import flatten, follow, leaves
-from .values import Tracked, plain
+from .. import api
+from ..arguments import Args, check_scalar, differentiable, first_output
+from ..tree_util import flatten, follow, leaves
+from ..values import Tracked, plain
+from .errors import ShardError, StepTimeoutError
+from .shards import _placed, _same
 
-__all__ = ['withgradient', 'train', 'place', 'Placed', 'ShardError', 'StepTimeoutError']
-
-
-class ShardError(RuntimeError):
-    """A shard's loss or gradient failed on its worker, killed every worker that ran it,
-    or its data was lost; the message names the shard."""
-
-
-class StepTimeoutError(TimeoutError):
-    """A step of ``train``, or a ``withgradient`` call, did not finish within its
-    ``timeout=``; the message names the step and the timeout."""
-
-
-# --------------------------------------------------------------------------
-# Placing the shards
-# --------------------------------------------------------------------------
-
-def place(client: Any, shards: Any) -> Any:
-    """``place(client, shards) -> Placed``: the shards on the workers, for repeated
-    ``withgradient`` calls that do not send the data again; pass it as ``shards``.
-
-    In-memory shards are grouped, in order, into one future per worker thread (one
-    task per thread and step, next to its data); their data travels inside the
-    tasks, so Dask can recompute a future whose worker died, on any live worker
-    (``client.scatter``'s could not).  Futures and dask collections keep their own
-    granularity.
-
-    >>> import numpy as np, tracked.distributed as td
-    >>> from dask.distributed import Client
-    >>> with Client(processes=False, n_workers=1, threads_per_worker=1,
-    ...             dashboard_address=':0') as client:
-    ...     print(td.place(client, [(np.ones(2),), (np.zeros(2),), (np.ones(2),)]))
-    <3 shards in 1 futures on the cluster>
-    """
-    return Placed(_placed(client, shards))
-
-
-class Placed:
-    """Shards on the cluster (made by ``place``): ``parts``, one per future."""
-
-    def __init__(self, parts: Any) -> None:
-        self.parts = parts
-
-    def __repr__(self) -> Any:
-        n = sum(len(p.labels()) for p in self.parts)
-        bag = any(type(p.names) is str for p in self.parts)
-        return (f'<{n} {"partitions" if bag else "shards"} in {len(self.parts)} futures '
-                f'on the cluster>')
-
-
-class _Part:
-    """One future's share of the work: a list of shards (``many``) or one shard, and
-    their names for errors (a tuple, or a bag partition's name for its items)."""
-
-    __slots__ = ('future', 'many', 'names')
-
-    def __init__(self, future: Any, many: Any, names: Any) -> None:
-        self.future, self.many, self.names = future, many, names
-
-    def labels(self) -> tuple[str, ...]:
-        """What it holds, for messages: its shards' names, or a partition's."""
-        return self.names if type(self.names) is tuple else (f'an item of {self.names}',)
-
-
-def _placed(client: Any, shards: Any) -> Any:
-    """``shards`` as ``_Part``s (see the module docstring for what ``shards`` may be)."""
-    if isinstance(shards, Placed):
-        return shards.parts
-    if isinstance(shards, dask.bag.Bag):
-        return [_Part(f, True, f'partition {p}') for p, f in
-                enumerate(client.compute(shards.to_delayed()))]
-    arrays = (shards,) if isinstance(shards, dask.array.Array) else tuple(shards) \
-        if isinstance(shards, (tuple, list)) and shards and all(
-            isinstance(a, dask.array.Array) for a in shards) else None
-    if arrays is not None:
-        return [_Part(f, False, (f'shard {i} (block {i} along the first axis)',))
-                for i, f in enumerate(client.compute(_blocks(arrays)))]
-    if isinstance(shards, Future) or not isinstance(shards, (list, tuple)):
-        raise TypeError(f'shards must be a sequence of shards (tuples of arguments), of '
-                        f'futures, a dask.array or a dask.bag; got {type(shards).__name__}')
-    if not shards:
-        raise ValueError('no shards: pass at least one')
-    parts = [_Part(s, False, (f'shard {i}',)) for i, s in enumerate(shards)
-             if isinstance(s, Future)]
-    local = [(i, s) for i, s in enumerate(shards) if not isinstance(s, Future)]
-    # One group per worker thread: a task per shard and step would cost a scheduler
-    # round trip each, more than a small shard's gradient.  The groups are fixed
-    # here, so every step sums in the same order.  The data goes inside its task
-    # (not client.scatter): Dask can recompute it if its worker dies.  No workers=,
-    # even with allow_other_workers=True: a restricted task left waiting when all its
-    # workers died is never given to the workers started later (distributed 2026.8),
-    # so the step would wait forever; the scheduler spreads new tasks over the least
-    # busy workers anyway.
-    k = min(sum(client.nthreads().values()) or len(local), len(local))
-    token = uuid.uuid4().hex[:12]
-    for g in range(k):
-        members = local[g * len(local) // k:(g + 1) * len(local) // k]
-        future = client.submit(_same, [s for _, s in members],
-                               key=f'tracked-shards-{g}-{token}')
-        parts.append(_Part(future, True, tuple(f'shard {i}' for i, _ in members)))
-    return parts
-
-
-def _same(x: Any) -> Any:
-    """The task that holds ``x`` on a worker, recomputable from its own arguments."""
-    return x
-
-
-def _blocks(arrays: Any) -> Any:
-    """One delayed tuple of blocks per chunk of the first axis of ``arrays``."""
-    first = arrays[0]
-    aligned = []
-    for a in arrays:
-        if a.ndim == 0:
-            raise ValueError('a dask.array of shards needs at least one axis (the records)')
-        a = a.rechunk({0: first.chunks[0], **{k: -1 for k in range(1, a.ndim)}})
-        if a.shape[0] != first.shape[0]:
-            raise ValueError(f'the dask arrays have {first.shape[0]} and {a.shape[0]} '
-                             f'records: shards need the same number in each argument')
-        aligned.append(a.to_delayed().reshape(-1))
-    return [dask.delayed(tuple)([d[i] for d in aligned]) for i in range(len(aligned[0]))]
+__all__ = ['withgradient']
 
 
 # --------------------------------------------------------------------------
@@ -474,59 +320,3 @@ def withgradient(client: Any, loss: Any, model: Any, shards: Any, *, reduce: str
     parts = _placed(client, shards)
     return api.WithGradient(*_gradient(client, _send(client, loss, tape, adtype), model, parts,
                                        reduce, timeout))
-
-
-class _OnShards(ADType):
-    """The backend ``train`` hands ``tr.train``: gradients over placed shards."""
-
-    def __init__(self, client: Any, engine: Any, parts: Any, reduce: Any,
-                 timeout: Any) -> None:
-        self.client, self.engine, self.parts, self.reduce = client, engine, parts, reduce
-        self.timeout, self.done = timeout, 0
-
-    def withgradient(self, f: Any, model: Any) -> Any:   # f: the loss, the engine holds it
-        # tr.train updates the model after this returns: an error leaves the state of
-        # the steps done
-        where = (f'td.train at step {self.done} (counting from 0; the model and optimiser '
-                 f'state are those after the steps before it)')
-        val, grad = _gradient(self.client, self.engine, model, self.parts, self.reduce,
-                              self.timeout, where)
-        self.done += 1
-        return val, (grad,)
-
-
-def train(client: Any, loss: Any, model: Any, shards: Any, state: Any, *, steps: int = 1,
-          reduce: str = 'sum', tape: Any = None, adtype: Any = None, progress: bool = True,
-          desc: Any = None, timeout: float | None = None) -> Any:
-    """``train(client, loss, model, shards, state, steps=1) -> losses``: ``steps`` steps of
-    data parallel training, each on the gradient over all the shards.
-
-    ``tr.train``'s loop with ``withgradient``'s gradients: per step the model is sent
-    to the workers, each shard's gradient computed next to it, the gradients summed on
-    the workers and the optimiser ``state`` (from ``tr.setup``) applied on the client,
-    changing ``model`` in place; a tqdm bar shows the running loss.  The shards are
-    placed once, for all steps (pass ``place(client, shards)`` to keep them for
-    several calls).  ``reduce``, ``tape``, ``adtype``: as in ``withgradient``;
-    ``timeout=`` (seconds) bounds each step.  Returns the loss of each step.  After
-    an error (``ShardError``, ``StepTimeoutError``) the model and ``state`` are those
-    after the last step done, which the message names.
-
-    >>> import numpy as np, tracked as tr, tracked.distributed as td
-    >>> from dask.distributed import Client
-    >>> x = np.linspace(-1, 1, 8)
-    >>> model = {'w': np.zeros(1)}
-    >>> loss = lambda m, x: np.mean((m['w'] * x - 3 * x) ** 2)
-    >>> with Client(processes=False, n_workers=1, threads_per_worker=1,
-    ...             dashboard_address=':0') as client:
-    ...     losses = td.train(client, loss, model, [(x[:4],), (x[4:],)],
-    ...                       tr.setup(tr.Descent(0.5), model), steps=30, reduce='mean',
-    ...                       progress=False)
-    >>> round(float(model['w'][0]), 6), len(losses)
-    (3.0, 30)
-    """
-    _check_reduce(reduce)
-    _check_model(model, 'train')
-    parts = _placed(client, shards)
-    backend = _OnShards(client, _send(client, loss, tape, adtype), parts, reduce, timeout)
-    return _train(loss, model, [()] * steps, state, adtype=backend, progress=progress,
-                  desc=desc)
