@@ -85,16 +85,16 @@ def _outcome(fn):
         return ('error', type(cause), words[-1].split('. Use ')[0])
 
 
-def _same(a, b, where='result'):
+def same_object(a, b, where='result'):
     assert type(a) is type(b), f'{where}: {type(a).__name__} != {type(b).__name__}'
     if isinstance(a, (tuple, list)):
         assert len(a) == len(b), where
         for k, (u, v) in enumerate(zip(a, b)):
-            _same(u, v, f'{where}[{k}]')
+            same_object(u, v, f'{where}[{k}]')
     elif isinstance(a, dict):
         assert list(a) == list(b), where
         for k in a:
-            _same(a[k], b[k], f'{where}[{k!r}]')
+            same_object(a[k], b[k], f'{where}[{k!r}]')
     elif isinstance(a, (np.ndarray, np.generic)):
         assert a.shape == b.shape and a.dtype == b.dtype, (where, a, b)
         np.testing.assert_allclose(a, b, rtol=1e-12, err_msg=where)
@@ -109,7 +109,7 @@ def _agree(outcomes, reference):
         if got[0] == 'error':
             assert got[1:] == ref[1:], f'{path}: {got} where {reference} gives {ref}'
         else:
-            _same(got[1], ref[1], path)
+            same_object(got[1], ref[1], path)
 
 
 # --------------------------------------------------------------------------
@@ -177,7 +177,7 @@ def test_autograd_agrees(arg, out):
 def test_distributed_shard_gradient_agrees(arg, out):
     """A shard's gradient on a worker (no cluster needed): the model is the first argument,
     the shard the others; the value is the loss (auxiliary outputs dropped)."""
-    td = pytest.importorskip('tracked.distributed')
+    gradients = pytest.importorskip('tracked.distributed.gradients')
     args, core = ARGS[arg]
     f = _function(core, out)
     model, shard = args[0], args[1:]
@@ -190,7 +190,8 @@ def test_distributed_shard_gradient_agrees(arg, out):
         return float(loss), [follow(g, p) for p in paths]
 
     def worker():
-        val, flat, _, _ = td._gradient_part(td._Loss(f), model, shard, False, 'shard', 'sum')
+        val, flat, _, _ = gradients.gradient_part(gradients.ShardLoss(f), model, shard, False,
+                                                  'shard', 'sum')
         return val, flat
     _agree({'eager': _outcome(eager), 'distributed': _outcome(worker)}, 'eager')
 

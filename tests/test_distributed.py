@@ -88,7 +88,7 @@ def test_a_large_model_travels_in_a_task_and_many_parts_are_summed_on_workers(cl
     model, (x, y) = _model(), _data()
     shards = [client.scatter(s) for s in _split(x, y, (15,) * 20)]    # 20 futures: 3 sum tasks
     expected = td.withgradient(client, sum_loss, model, shards)
-    monkeypatch.setattr(td, '_INLINE_BYTES', 0)
+    monkeypatch.setattr(td.gradients, '_INLINE_BYTES', 0)
     val, g = td.withgradient(client, sum_loss, model, shards)
     assert val == expected.val
     _assert_close(g, expected.grad, 0)
@@ -149,6 +149,77 @@ def test_training_equals_the_single_process_run_step_for_step(client):
     _assert_close(model, model0, 1e-10)
 
 
+def test_local_steps_average_the_replicas_every_k_steps(client):
+    # sync_every=3 on 2 replicas (the 4 shards in 2 groups, one per worker thread): each
+    # takes 3 Adam steps on its group's mean, then parameters and optimiser state are
+    # averaged, weighted by records -- computed here by hand in one process
+    model0, (x, y) = _model(), _data()
+    groups = [(x[:200], y[:200]), (x[200:], y[200:])]          # shards 0+1, 2+3
+    avg, state_avg, losses0 = model0, tr.setup(tr.Adam(0.05), model0), []
+    for steps in (3, 3, 1):                                     # 7 steps: 3 + 3 + 1
+        runs = []
+        for gx, gy in groups:
+            m, st = tr.fmap(np.copy, avg), _copy_state(state_avg)
+            runs.append((m, st, tr.train(mean_loss, m, [(gx, gy)] * steps, st,
+                                         progress=False)))
+        w = [200 / 300, 100 / 300]
+        avg = tr.fmap(lambda a, b: a * w[0] + b * w[1], runs[0][0], runs[1][0])
+        state_avg = runs[0][1]
+        for leaf0, leaf1 in zip(_opt_leaves(runs[0][1]), _opt_leaves(runs[1][1])):
+            leaf0.state[0] = leaf0.state[0] * w[0] + leaf1.state[0] * w[1]
+            leaf0.state[1] = leaf0.state[1] * w[0] + leaf1.state[1] * w[1]
+        losses0 += [w[0] * a + w[1] * b for a, b in zip(runs[0][2], runs[1][2])]
+    model = _model()
+    losses = td.train(client, mean_loss, model, _split(x, y), tr.setup(tr.Adam(0.05), model),
+                      steps=7, reduce='mean', progress=False, sync_every=3)
+    np.testing.assert_allclose(losses, losses0, rtol=1e-12)
+    _assert_close(model, avg, 1e-12)
+    assert losses[-1] < 0.8 * losses[0]
+    # k=1 is the synchronous training, bit for bit
+    m1, m2 = _model(), _model()
+    a = td.train(client, mean_loss, m1, _split(x, y), tr.setup(tr.Adam(0.05), m1), steps=3,
+                 reduce='mean', progress=False)
+    b = td.train(client, mean_loss, m2, _split(x, y), tr.setup(tr.Adam(0.05), m2), steps=3,
+                 reduce='mean', progress=False, sync_every=1)
+    assert a == b
+    _assert_close(m1, m2, 0)
+    with pytest.raises(ValueError, match=r'sync_every must be a whole number of steps >= 1, '
+                                         r'got 0'):
+        td.train(client, mean_loss, m1, _split(x, y), tr.setup(tr.Adam(0.05), m1),
+                 sync_every=0, progress=False)
+
+
+def _copy_state(state):
+    import copy
+    return copy.deepcopy(state)
+
+
+def _opt_leaves(state):
+    is_leaf = lambda v: isinstance(v, tr.optimise.OptLeaf)      # noqa: E731
+    return [leaf for leaf in tr.tree_util.leaves(state, is_leaf) if is_leaf(leaf)]
+
+
+class WorkerDescent(tr.Descent):
+    """Plain descent on the client; on a worker, a step one part in 1e12 longer: the
+    replicas drift from the client's copy, as on a worker whose arithmetic differs."""
+
+    def apply(self, state, x, g):
+        try:
+            distributed.get_worker()
+        except ValueError:
+            return self.lr * g
+        return self.lr * (1 + 1e-12) * g
+
+
+def test_replicas_that_differ_from_the_client_are_caught(client):
+    model, (x, y) = _model(), _data()
+    with pytest.raises(td.DivergedError, match=r'^td.train at step 9: the replicas of groups '
+                                               r'\[0, 1\] hold parameters or optimiser state '
+                                               r'that differ from the client\'s copy'):
+        td.train(client, mean_loss, model, _split(x, y), tr.setup(WorkerDescent(0.1), model),
+                 steps=12, reduce='mean', progress=False)
+
+
 # --------------------------------------------------------------------------
 # Errors
 # --------------------------------------------------------------------------
@@ -188,8 +259,9 @@ def test_bad_arguments(client):
 
 def test_doctests():
     import doctest
-    result = doctest.testmod(td, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
+    for module in (td.shards, td.gradients, td.training):
+        result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
 
 
 def test_without_dask_the_error_names_the_extra():
@@ -205,14 +277,32 @@ def test_without_dask_the_error_names_the_extra():
 
 
 # --------------------------------------------------------------------------
-# The README's five lines
+# Every Dask example of the README and the docs, run as a user runs a script
 # --------------------------------------------------------------------------
 
-README = next(block for block in re.findall(r'```python\n(.*?)```', (
-    pathlib.Path(__file__).resolve().parents[1] / 'README.md').read_text(), re.S)
-    if 'import tracked.distributed' in block)
+def _dask_examples():
+    pages = [ROOT / 'README.md'] + sorted((ROOT / 'docs').rglob('*.md'))
+    return [(f'{page.relative_to(ROOT)} example {i + 1}', block) for page in pages
+            for i, block in enumerate(re.findall(r'```python\n(.*?)```', page.read_text(), re.S))
+            if 'Client(' in block]
 
 
-def test_readme_snippet(capsys):
-    exec(compile(README, 'README snippet', 'exec'), {})
-    assert capsys.readouterr().out.split('accuracy')[-1].strip() == '0.996'
+def test_the_dask_examples_are_found():
+    names = [name for name, _ in _dask_examples()]
+    assert names[0].startswith('README.md') and any('guide/distributed.md' in n for n in names)
+
+
+@pytest.mark.parametrize('name, code', _dask_examples(),
+                         ids=[name for name, _ in _dask_examples()])
+def test_dask_example_runs_as_a_script(name, code, tmp_path):
+    # python example.py: Dask's worker processes import the script again, which must
+    # not start a cluster of its own (0.2.0's README example failed so: "Nanny failed
+    # to start")
+    script = tmp_path / 'example.py'
+    script.write_text(code)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=240,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT), TQDM_DISABLE='1'))
+    assert run.returncode == 0, f'{name}:\n{run.stderr[-3000:]}'
+    accuracy = float(run.stdout.split('accuracy')[-1])
+    assert accuracy == 0.996 if name.startswith('README') else accuracy > 0.95
