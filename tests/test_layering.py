@@ -6,9 +6,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / 'tracked'
-MODULES = ['tree_util.py', 'arguments.py', 'functors.py', 'api.py', 'backends.py', 'custom.py',
-           'optimise.py', 'testing.py', 'compiled_tape/trees.py', 'compiled_tape/backend.py',
-           'compiled_tape/tapes.py', 'reverse.py', 'duplicated.py', 'flat.py']
+MODULES = sorted(str(p.relative_to(ROOT)) for p in ROOT.rglob('*.py'))
 
 
 def _imports(path):
@@ -142,6 +140,9 @@ BOX_SLOTS = {'_node', '_value', '_alias', '_chain', '_tangent', '_forward', '_co
              '_as_int', '_as_ratio'}
 BOX_MODULES = {'tracked.box', 'tracked.boxes', 'tracked.dispatch', 'tracked.integers',
                'tracked.values', 'tracked.forward'}
+# Private attributes of other libraries' objects, each with its reason.
+FOREIGN = {'_address': "a Dask Actor's worker, which Dask 2026.8 names nowhere else: a "
+                       "replica is called there directly (distributed/replicas.py)"}
 
 
 def _external_aliases(tree):
@@ -191,7 +192,7 @@ def private_reads(path):
         if node.attr in BOX_SLOTS:
             if module in BOX_MODULES:
                 continue
-        elif node.attr in own:
+        elif node.attr in own or node.attr in FOREIGN:
             continue
         found.append(f'{path.relative_to(ROOT.parent)}:{node.lineno}: {ast.unparse(node)}')
     return found
@@ -291,6 +292,6 @@ def test_one_module_decides_leaves_and_loss():
     users = [p for p in ROOT.rglob('*.py') if p.name != 'arguments.py'
              and any(n == 'check_scalar' for _, n in _imports(p.relative_to(ROOT)))]
     assert users == []
-    for path in ('reverse.py', 'duplicated.py', 'distributed.py', 'backends.py',
+    for path in ('reverse.py', 'duplicated.py', 'distributed/gradients.py', 'backends.py',
                  'compiled_tape/tapes.py'):
         assert any(n == 'loss_output' for _, n in _imports(path)), path
