@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from .registry import Primitive
-from .box import alias, chain, is_forward, level, node, plain, restore, set_alias, state
+from .box import alias, chain, is_forward, node, plain, restore, set_alias, state
 from .boxes import Tracked
 from .dispatch import LEAF_VIEW_WRITE, apply
 
@@ -90,13 +90,16 @@ def _is_leaf(x: Any) -> bool:
 def note(view: Any, base: Any, step: Step) -> None:
     """Record that box ``view`` was made from box ``base`` (of the same level) by
     ``step``; nothing if NumPy made a copy (``reshape`` of a strided array)."""
-    if getattr(_quiet, 'on', False) or not isinstance(base, Tracked) \
-            or level(base) != level(view):
+    # Runs for every view of a computed value (x[1:], x.T): the slots are read directly
+    # (views.py is one of the box modules), the common cases tested before NumPy's.
+    if not isinstance(base, Tracked) or base._node.level != view._node.level \
+            or getattr(_quiet, 'on', False):
         return
-    vv, bv = plain(view), plain(base)
+    vv, bv = plain(view._value), plain(base._value)
     # (an array NumPy made anew has no base: a copy, without the bounds test)
-    if type(vv) is not np.ndarray or not (vv is bv or (vv.base is not None and
-                                                       np.may_share_memory(vv, bv))):
+    if type(vv) is not np.ndarray or vv is not bv and (
+            vv.base is None or not (vv.base is bv or vv.base is getattr(bv, 'base', None)
+                                    or np.may_share_memory(vv, bv))):
         set_alias(view, COPY)
         return
     shared = alias(base)
