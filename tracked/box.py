@@ -3,9 +3,11 @@ package reads it through.
 
 A tracked value (a *box*) holds its value one level down (plain, or a box of a lower
 level under nesting) and its tape entry: a ``Node`` in reverse mode, a ``DualLevel`` for
-forward mode's ``Dual`` (which also holds a tangent, forward.py's own).  Outside the box
-modules (box.py, boxes.py, integers.py, dispatch.py) nothing reads the slots: it calls
-``node``, ``unboxed``, ``level``, ``plain``, ``rebind`` and ``make``.
+forward mode's ``Dual`` (which also holds a tangent).  Outside the box modules (this one,
+boxes.py, integers.py, dispatch.py, values.py, views.py and forward.py, which define box
+types, make boxes or keep their aliasing) nothing reads the slots: it calls ``node``,
+``unboxed``, ``level``, ``is_forward``, ``state``/``restore``, ``alias``/``chain``,
+``plain`` and ``make`` (tests/test_layering.py enforces it).
 
 The concrete box types are defined above the modules that record operations (their
 operators record through ``dispatch.apply``), so the package registers them here
@@ -23,7 +25,7 @@ from . import tape as _tape
 from .tape import Node, SparseCotangent, backward
 
 __all__ = ['Box', 'is_box', 'node', 'unboxed', 'level', 'is_forward', 'state', 'restore', 'alias',
-           'chain', 'set_alias', 'plain', 'rebind', 'make', 'value', 'back', 'register_types',
+           'chain', 'set_alias', 'plain', 'make', 'value', 'back', 'register_types',
            'TYPES']
 
 
@@ -73,13 +75,6 @@ def unboxed(x: Box) -> Any:
 def level(x: Box) -> int:
     """The trace level ``x`` was recorded at (``tape.new_level``)."""
     return int(x._node.level)
-
-
-def rebind(x: Box, entry: Any, inner: Any) -> None:
-    """Point box ``x`` at tape entry ``entry`` holding ``inner`` (in-place syntax,
-    recorded functionally: ``Tracked._mutate``, views.py)."""
-    x._node = entry
-    x._value = inner
 
 
 def is_forward(x: Box) -> bool:
