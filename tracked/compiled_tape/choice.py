@@ -1,0 +1,114 @@
+"""Numba or NumPy, measured: which units of a compiled program run faster as NumPy calls.
+
+numba's scalar ``tanh``/``exp``/``log`` loops are several times slower per element
+than NumPy's vectorised ufuncs, so on large arrays a fused loop can lose to the NumPy
+calls it replaces, while on small arrays and chains of cheap operations it wins by far
+(no temporaries, no call overhead).  Where the line lies depends on the machine, the
+operations and the sizes, so it is measured, not guessed: once a compiled program has
+run on the recorded values (firstrun.py), each *unit* of its plan -- a fused group's
+loops, or one reduction or product kernel (plan.Plan.units) -- is timed against its
+instructions in NumPy on the same values, plus what running them as fallbacks costs
+(the VM returns to Python; a result not written into its buffer by ``out=`` is
+copied there).  A unit clearly
+faster in NumPy (by ``MARGIN`` and ``MIN_GAIN``) is planned again as fallbacks.
+
+The choice is kept on the tape and pickled with it: a worker that unpickles the tape
+plans the same program and rounds alike, and nothing is timed twice.
+``TRACKED_NUMPY_CHOICE=0`` in the environment turns the measurement off (every unit a
+kernel: reproducible plans, and no NumPy call's temporary buffers).
+"""
+import ctypes
+import os
+import time
+
+import numpy as np
+
+from .compiled import INTO
+from .firstrun import recorded_leaves
+from .record import Ref
+from .vm import HEAD
+
+__all__ = ['choose', 'numpy_seconds', 'MARGIN', 'MIN_GAIN']
+
+MARGIN = 0.95            # NumPy must take at most this fraction of the kernels' time
+MIN_GAIN = 3e-6          # ... and save at least this many seconds per call
+ROUNDS = 5               # timings per unit; the minimum counts
+BUDGET = 0.5             # seconds of measuring at most (then: the kernels stay)
+RETURN_COST = 2e-6       # the VM's return to Python and resumption, per fallback
+
+_KERNEL = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                           ctypes.c_void_p)
+
+
+def choose(tape, prog):
+    """``{instruction: reason}`` for the instructions of ``prog``'s units measured faster
+    in NumPy on ``tape``'s recorded values (empty: the kernels win everywhere); ``prog``
+    is a loaded ``CompiledProgram`` of ``tape``."""
+    if not prog.units or os.environ.get('TRACKED_NUMPY_CHOICE') == '0':
+        return {}
+    leaves = [np.array(x, order='C') if isinstance(x, np.ndarray) else x
+              for x in recorded_leaves(tape)]
+    outs = tape._new_outs()
+    prog.run(leaves, outs)       # its free frame now points at leaves and outs
+    f = prog.pool[-1]
+    T = f.T
+    tp, cp = T.ctypes.data, int(T[1])
+    pp = tp + 8 * int(T[3])
+    env = _replay_env(prog.program, tape._inputs(leaves))
+    deadline = time.perf_counter() + BUDGET
+    choice: dict[int, str] = {}
+    instrs = prog.program.instrs
+    for steps, members in prog.units:
+        calls = [(_KERNEL(int(T[HEAD + 3 * s])), int(T[HEAD + 1 + 3 * s])) for s in steps]
+        kern = _best(lambda: [fn(pp, tp, p, cp) for fn, p in calls])
+        if kern < MIN_GAIN + RETURN_COST or time.perf_counter() > deadline:
+            continue                         # NumPy cannot win by MIN_GAIN
+        numpy = numpy_seconds([instrs[i] for i in members], env)
+        if numpy < kern - max(MIN_GAIN, (1 - MARGIN) * kern):
+            why = (f'NumPy measured faster here ({numpy * 1e6:.0f} µs for the '
+                   f'{len(members)} operations, {kern * 1e6:.0f} µs in numba)')
+            choice.update((i, why) for i in members)
+    return choice
+
+
+def numpy_seconds(instrs, env):
+    """What running ``instrs`` as fallbacks costs on the values of ``env``: each call,
+    the VM's return, and copying a result not written with ``out=`` into its buffer."""
+    return sum(_best(_numpy_call(ins, env)) + RETURN_COST
+               + (0.0 if ins.fn in INTO else _best(_copy_of(env[ins.i]))) for ins in instrs)
+
+
+def _best(fn):
+    """The least of ``ROUNDS`` timings of ``fn()``, in seconds."""
+    best = float('inf')
+    for _ in range(ROUNDS):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def _numpy_call(ins, env):
+    """``ins`` on its recorded operands, as a fallback runs it."""
+    fn, kwargs = ins.fn, ins.kwargs
+    args = [env[a.i] if type(a) is Ref else
+            type(a)(env[b.i] if type(b) is Ref else b for b in a) if type(a) in (tuple, list)
+            else a for a in ins.args]
+    return lambda: fn(*args, **kwargs)
+
+
+def _copy_of(v):
+    """Copying ``v`` into a buffer of its own (a fallback stores its result)."""
+    dst = np.empty_like(v)
+    return lambda: np.copyto(dst, v)
+
+
+def _replay_env(program, leaves):
+    """Every instruction's value in the NumPy replay on ``leaves``."""
+    env = [None] * len(program.instrs)
+    for ins in program.instrs:
+        if ins.kind == 'input':
+            env[ins.i] = leaves[ins.pos]
+        else:
+            env[ins.i] = _numpy_call(ins, env)()
+    return env
