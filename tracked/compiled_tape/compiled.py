@@ -73,8 +73,8 @@ class CompiledProgram:
     (``plan.Fallback``: the instruction and why), ``numpy`` those measured faster there
     (choice.py; ``units``: what may move); ``kernels``, ``vm`` (the entry), ``T`` (the
     template of each frame's table) and ``C`` are the generated code and its tables;
-    ``pool`` the frames no call is using.  Planning is cheap; ``load`` imports the kernels (compiling what
-    the disk cache lacks) before the first ``run``.
+    ``pool`` the frames no call is using.  Planning is cheap; ``load`` imports the
+    kernels (compiling what the disk cache lacks) before the first ``run``.
     """
 
     def __init__(self, program, leaf_specs, out_specs, placements, numpy=None):
