@@ -42,10 +42,12 @@ def _aligned(n, dtype):
 
 
 # NumPy functions a fallback runs with ``out=`` its buffer: the ufuncs of one output
-# measured faster than a fused loop (choice.py), and products.
-INTO = frozenset([_matmul, np.matmul, np.dot, np.tanh, np.exp, np.log, np.sin, np.cos, np.tan,
+# measured faster than a fused loop (choice.py), and products (not np.dot: its out= must be
+# C-contiguous).
+INTO = frozenset([_matmul, np.matmul, np.tanh, np.exp, np.log, np.sin, np.cos, np.tan,
                   np.sqrt, np.arctan, np.arcsin, np.arccos, np.sinh, np.cosh, np.arctanh,
-                  np.arcsinh, np.arccosh, np.expm1, np.log1p, np.log2, np.log10, np.exp2, np.power,
+                  np.arcsinh, np.arccosh, np.expm1, np.log1p, np.log2, np.log10, np.exp2,
+                  np.power,
                   np.add, np.subtract, np.multiply, np.divide, np.negative, np.square,
                   np.absolute, np.maximum, np.minimum, np.logaddexp, np.arctan2, np.hypot])
 
@@ -250,7 +252,8 @@ class CompiledProgram:
                 else:
                     args.append(a)
             s = self.layout.storages[i]
-            if s is not None and s.shape != () and ins.fn in INTO and s.dtype == ins.dtype:
+            if s is not None and s.shape != () and ins.fn in INTO and s.dtype == ins.dtype \
+                    and 'where' not in ins.kwargs:
                 # written straight into its buffer: no temporary, no copy (NumPy buffers
                 # an output overlapping an operand)
                 ins.fn(*args, out=self._value(f, i, leaves, outs), **ins.kwargs)
