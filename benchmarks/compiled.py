@@ -256,7 +256,7 @@ def _report_against(report, name, times, ctape):
     replay = times.get('tracked NumPy replay (uncompiled tape)')
     eager = next((us for label, us in times.items() if label.startswith('tracked eager')),
                  None)
-    n_fb, n_np = len(ctape.fallbacks or ()), len(ctape.chosen_numpy or ())
+    n_fb, n_np = len(ctape.fallbacks or ()), len(getattr(ctape, 'chosen_numpy', None) or ())
     for label, us in times.items():
         note = []
         if 'compiled' in label:
