@@ -55,3 +55,15 @@ def test_off_by_environment():
     W, b, x = _args(8)
     ct = tr.compile(tr.GradientTape(layer, W, b, x, wrt=(0, 1)), background=False)
     assert ct.chosen_numpy == []
+
+
+def test_background_compile_switches_to_the_chosen_plan(measured, monkeypatch):
+    monkeypatch.setattr(choice, 'numpy_seconds', lambda instrs, env: 0.0)
+    W, b, x = _args()
+    ct = tr.compile(tr.GradientTape(layer, W, b, x, wrt=(0, 1)))
+    ct.withgradient(W, b, x)
+    assert ct.wait(60), ct.compile_error
+    assert ct.chosen_numpy and ct.compiled.numpy
+    g = ct.gradient(W * 0.9, b, x)
+    g_e = tr.gradient(layer, W * 0.9, b, x)
+    np.testing.assert_allclose(g[0], g_e[0], rtol=1e-10, atol=1e-12)
