@@ -259,7 +259,7 @@ def _report_against(report, name, times, ctape):
     n_fb, n_np = len(ctape.fallbacks or ()), len(getattr(ctape, 'chosen_numpy', None) or ())
     for label, us in times.items():
         note = []
-        if 'compiled' in label:
+        if label.startswith('tracked compiled'):
             if replay:
                 note.append(f'{us / replay:.2f}x replay')
             if eager:
