@@ -25,8 +25,8 @@ def test_replay_reuses_only_dying_unviewed_temporaries(monkeypatch):
     np.testing.assert_allclose(val, val_e, rtol=1e-13)
     np.testing.assert_allclose(g, g_e, rtol=1e-13)
     np.testing.assert_array_equal(x2, keep)           # the input untouched
-    steps = tape.program._compile_steps()
-    assert any(s[7] for s in steps)                   # something was dropped
-    assert any(s[3] is not tape.program.instrs[s[0]].fn for s in steps)   # and reused
+    _, body, _ = tape.program._compile_steps()
+    assert any(s[8] for s in body)                    # something was dropped
+    assert any(s[4] is not tape.program.instrs[s[0]].fn for s in body)    # and reused
     # twice in a row: nothing of the first call leaks into the second
     np.testing.assert_allclose(tape.withgradient(x2).grad[0], g_e, rtol=1e-13)

@@ -3,6 +3,7 @@ from typing import Any
 
 import numpy as np
 
+from ..rules.products import _matmul
 from .guards import Guard, guard_error
 from .record import Instr, Ref, instr_text
 
@@ -65,8 +66,11 @@ class Program:
 
     # -- NumPy replay -------------------------------------------------------------
     def _compile_steps(self):
-        """Per instruction, what ``run`` needs: index, input?, leaf, function, argument
-        builder, keywords, guards, and the large values it reads last (dropped after it)."""
+        """What ``run`` needs: per input (index, leaf, guards); per other instruction
+        (index, number of operands read from env directly (0: use the argument builder),
+        their env slots, function, argument builder, keywords, guards or None, the large
+        values it reads last or None: dropped after it); the template of env (a slot per
+        instruction, then the constant operands)."""
         last = {}                          # value -> the last instruction reading it
         self._viewed = set()               # values some non-ufunc reads (it may view them)
         for ins in self.instrs:
@@ -80,15 +84,41 @@ class Program:
             ins = self.instrs[j]
             if j not in keep and ins.kind != 'input' and _nbytes(ins.value) >= FREE_BYTES:
                 dead.setdefault(i, []).append(j)
-        steps = []
+        inputs, body = [], []
+        consts: list[Any] = []               # plain operands of 1- and 2-operand calls
+        n = len(self.instrs)
         for ins in self.instrs:
+            guards = self.guards_at.get(ins.i) or None
+            if ins.kind == 'input':
+                inputs.append((ins.i, ins.pos, guards))
+                continue
             fn = ins.fn
+            if fn is _matmul and not ins.kwargs:
+                fn = np.matmul               # its wrapper only refuses keywords
             k = self._reusable(ins, dead.get(ins.i, ()))
             if k is not None:
                 fn = _into_operand(fn, k)
-            steps.append((ins.i, ins.kind == 'input', ins.pos, fn, _arg_builder(ins.args),
-                          ins.kwargs, self.guards_at.get(ins.i, ()), dead.get(ins.i, ())))
-        return steps
+            # one or two operands, no keywords: read straight from env (constants are
+            # kept after the instructions' values), no argument builder to call
+            slots = [-1, -1]
+            simple = not ins.kwargs and len(ins.args) in (1, 2)
+            for m, a in enumerate(ins.args if simple else ()):
+                if type(a) is Ref:
+                    slots[m] = a.i
+                elif type(a) in (tuple, list, dict):
+                    simple = False
+                else:
+                    slots[m] = n + len(consts)
+                    consts.append(a)
+            arity = len(ins.args) if simple else 0
+            body.append((ins.i, arity, slots[0], slots[1], fn, _arg_builder(ins.args),
+                         ins.kwargs, guards, dead.get(ins.i)))
+        return inputs, body, [None] * n + consts
+
+    def _check(self, guards, v, i):
+        for g in guards:
+            if not g.holds(v):
+                raise guard_error(g, v, self.instrs[i].name)
 
     def _reusable(self, ins, dying):
         """The position of an operand of ufunc ``ins`` whose array the result may be
@@ -117,18 +147,25 @@ class Program:
         steps = self._steps
         if steps is None:
             steps = self._steps = self._compile_steps()
-        env = [None] * len(self.instrs)
-        for i, is_input, pos, fn, build, kwargs, guards, dead in steps:
-            if is_input:
-                v = leaves[pos]
+        inputs, body, template = steps
+        env = template.copy()
+        for i, pos, guards in inputs:        # recorded first
+            v = env[i] = leaves[pos]
+            if guards is not None:
+                self._check(guards, v, i)
+        # the loop runs once per instruction: every test and call in it costs (W5: 264)
+        for i, arity, a, b, fn, build, kwargs, guards, dead in body:
+            if arity == 2:
+                v = env[i] = fn(env[a], env[b])
+            elif arity == 1:
+                v = env[i] = fn(env[a])
             else:
-                v = fn(*build(env), **kwargs)
-            env[i] = v
-            for g in guards:
-                if not g.holds(v):
-                    raise guard_error(g, v, self.instrs[i].name)
-            for j in dead:
-                env[j] = None
+                v = env[i] = fn(*build(env), **kwargs)
+            if guards is not None:
+                self._check(guards, v, i)
+            if dead is not None:
+                for j in dead:
+                    env[j] = None
         return [env[o.i] if type(o) is Ref else o for o in self.outputs]
 
     # -- printing -------------------------------------------------------------------
