@@ -25,6 +25,7 @@ def _args(n=256):
 
 def test_unit_measured_faster_runs_in_numpy(measured, monkeypatch):
     monkeypatch.setattr(choice, 'numpy_seconds', lambda instrs, env: 0.0)   # NumPy made free
+    monkeypatch.setattr(choice, 'better', lambda tape, prog, again: True)
     W, b, x = _args()
     tape = tr.GradientTape(layer, W, b, x, wrt=(0, 1))
     ct = tr.compile(tape, background=False)
@@ -59,6 +60,7 @@ def test_off_by_environment():
 
 def test_background_compile_switches_to_the_chosen_plan(measured, monkeypatch):
     monkeypatch.setattr(choice, 'numpy_seconds', lambda instrs, env: 0.0)
+    monkeypatch.setattr(choice, 'better', lambda tape, prog, again: True)
     W, b, x = _args()
     ct = tr.compile(tr.GradientTape(layer, W, b, x, wrt=(0, 1)))
     ct.withgradient(W, b, x)
@@ -67,3 +69,11 @@ def test_background_compile_switches_to_the_chosen_plan(measured, monkeypatch):
     g = ct.gradient(W * 0.9, b, x)
     g_e = tr.gradient(layer, W * 0.9, b, x)
     np.testing.assert_allclose(g[0], g_e[0], rtol=1e-10, atol=1e-12)
+
+
+def test_new_plan_dropped_when_slower_on_the_whole(measured, monkeypatch):
+    monkeypatch.setattr(choice, 'numpy_seconds', lambda instrs, env: 0.0)
+    monkeypatch.setattr(choice, 'better', lambda tape, prog, again: False)
+    W, b, x = _args()
+    ct = tr.compile(tr.GradientTape(layer, W, b, x, wrt=(0, 1)), background=False)
+    assert ct.chosen_numpy == [] and not ct.compiled.numpy

@@ -213,8 +213,9 @@ class Tape:
             prog = self._new_compiled().load()
             self._warm(prog)
             if self._choose(prog):
-                prog = self._new_compiled().load()
-                self._warm(prog)
+                again = self._new_compiled().load()
+                self._warm(again)
+                prog = self._keep(prog, again)
             self.compiled = prog
 
     def _new_compiled(self):
@@ -291,6 +292,15 @@ class Tape:
         if self._numpy is None:
             return None
         return [Fallback(self.program.instrs[i], why) for i, why in sorted(self._numpy.items())]
+
+    def _keep(self, prog, again):
+        """``again`` (planned with the measured choice) if it runs faster than ``prog``
+        on the whole, else ``prog``, the choice then dropped (choice.better)."""
+        from .choice import better
+        if better(self, prog, again):
+            return again
+        self._numpy = {}
+        return prog
 
     def _new_outs(self):
         return [np.zeros(shape, dtype) for shape, dtype in self.out_specs]

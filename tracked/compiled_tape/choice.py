@@ -10,7 +10,8 @@ loops, or one reduction or product kernel (plan.Plan.units) -- is timed against 
 instructions in NumPy on the same values, plus what running them as fallbacks costs
 (the VM returns to Python; a result not written into its buffer by ``out=`` is
 copied there).  A unit clearly
-faster in NumPy (by ``MARGIN`` and ``MIN_GAIN``) is planned again as fallbacks.
+faster in NumPy (by ``MARGIN`` and ``MIN_GAIN``) is planned again as fallbacks, and
+the new plan is kept if it runs the whole program faster (``better``).
 
 The choice is kept on the tape and pickled with it: a worker that unpickles the tape
 plans the same program and rounds alike, and nothing is timed twice.
@@ -28,7 +29,7 @@ from .firstrun import recorded_leaves
 from .record import Ref
 from .vm import HEAD
 
-__all__ = ['choose', 'numpy_seconds', 'MARGIN', 'MIN_GAIN']
+__all__ = ['choose', 'better', 'numpy_seconds', 'MARGIN', 'MIN_GAIN']
 
 MARGIN = 0.95            # NumPy must take at most this fraction of the kernels' time
 MIN_GAIN = 3e-6          # ... and save at least this many seconds per call
@@ -36,6 +37,7 @@ ROUNDS = 5               # timings per unit; the minimum counts
 BUDGET = 0.5             # seconds of measuring at most (then: the kernels stay) ...
 RUNS_BUDGET = 25         # ... plus this many times one run of the program
 RETURN_COST = 2e-6       # the VM's return to Python and resumption, per fallback
+GENERAL_PATH = 10e-6     # a call's general path over its generated code (calls.py)
 
 _KERNEL = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                            ctypes.c_void_p)
@@ -84,10 +86,10 @@ def numpy_seconds(instrs, env):
                + (0.0 if ins.fn in INTO else _best(_copy_of(env[ins.i]))) for ins in instrs)
 
 
-def _best(fn):
-    """The least of ``ROUNDS`` timings of ``fn()``, in seconds."""
+def _best(fn, rounds=ROUNDS):
+    """The least of ``rounds`` timings of ``fn()``, in seconds."""
     best = float('inf')
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         t = time.perf_counter()
         fn()
         best = min(best, time.perf_counter() - t)
@@ -118,3 +120,20 @@ def _replay_env(program, leaves):
         else:
             env[ins.i] = _numpy_call(ins, env)()
     return env
+
+
+def better(tape, prog, again):
+    """Whether ``again`` (planned with units in NumPy) runs ``tape``'s recorded values
+    faster than ``prog`` (all kernels), both loaded, on the whole: a unit's timing misses
+    what its fallbacks cost around it (operands read from memory, the general call path
+    instead of the generated one: ``GENERAL_PATH``), which at W2's batch 16 outweighed
+    the gains."""
+    leaves = [np.array(x, order='C') if isinstance(x, np.ndarray) else x
+              for x in recorded_leaves(tape)]
+    outs = tape._new_outs()
+    extra = GENERAL_PATH if again.py_steps and not prog.py_steps else 0.0
+    old = new = float('inf')
+    for _ in range(ROUNDS):              # interleaved: both see the machine alike
+        old = min(old, _best(lambda: prog.run(leaves, outs), 1))
+        new = min(new, _best(lambda: again.run(leaves, outs), 1))
+    return new + extra < MARGIN * old

@@ -84,9 +84,10 @@ class Tiering:
                 if cache.missing(again.sources()):
                     # new kernels to compile (seconds): the first plan's serve meanwhile
                     self.tape._switch(self, prog)
-                prog = self.compiled = again
-                self._load(prog, cache)
-                self.tape._warm(prog)
+                self.compiled = again
+                self._load(again, cache)
+                self.tape._warm(again)
+                prog = self.compiled = self.tape._keep(prog, again)
                 self._mark('chosen')
             self.tape._switch(self, prog)
             self._mark('switched')
