@@ -39,6 +39,10 @@ def w1_numba(x0, xs, g):
     return val
 
 
+# -------------------------------------------------------------------- W2 ------
+W2_BATCHES = (16, 128, 1024)   # the MLP of eager.py; compiled, NumPy beats fused tanh loops
+
+
 # -------------------------------------------------------------------- W3 ------
 def w3_f(x, xp=np):
     return xp.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
@@ -228,18 +232,43 @@ def _jax(report, name, f, args, wrt, hessian=False):
     report(name, 'jax.jit', median_us(call))
 
 
-def _compiled(report, name, tape, args, refs):
-    """Report ``refs`` ({label: call}, the reference first) and the compiled tape, called
-    with the default (allocating) call and with ``out=``, timed in interleaved rounds."""
+def _compiled(report, name, tape, args, refs, eager=None):
+    """Report ``refs`` ({label: call}, the reference first), the tape's NumPy replay (what
+    a compiled tape runs until its kernels load), the eager tape (``eager``: a call) and
+    the compiled tape, called with the default (allocating) call and with ``out=``, all
+    timed in interleaved rounds; the compiled rows note their ratio to the replay and to
+    eager (target: at most 1.0)."""
     ctape = tr.compile(tape, background=False)
     g = ctape.gradient(*args)
     calls = dict(refs)
+    calls['tracked NumPy replay (uncompiled tape)'] = lambda: tape.withgradient(*args)
+    if eager is not None:
+        calls['tracked eager (withgradient)'] = eager
     calls['tracked compiled (default call)'] = lambda: ctape.withgradient(*args)
     calls['tracked compiled (out=)'] = lambda: ctape.withgradient(*args, out=g)
-    note = f'{len(ctape.fallbacks)} fallbacks' if ctape.fallbacks else ''
-    for label, us in interleaved_us(calls).items():
-        report(name, label, us, note=note if label.startswith('tracked') else '')
+    _report_against(report, name, interleaved_us(calls), ctape)
     return ctape
+
+
+def _report_against(report, name, times, ctape):
+    """Report ``times``; compiled rows note their ratios to the replay and eager rows,
+    the fallbacks and the units measured faster in NumPy (``ctape.chosen_numpy``)."""
+    replay = times.get('tracked NumPy replay (uncompiled tape)')
+    eager = next((us for label, us in times.items() if label.startswith('tracked eager')),
+                 None)
+    n_fb, n_np = len(ctape.fallbacks or ()), len(getattr(ctape, 'chosen_numpy', None) or ())
+    for label, us in times.items():
+        note = []
+        if label.startswith('tracked compiled'):
+            if replay:
+                note.append(f'{us / replay:.2f}x replay')
+            if eager:
+                note.append(f'{us / eager:.2f}x eager')
+            if n_fb:
+                note.append(f'{n_fb} fallbacks')
+            if n_np:
+                note.append(f'{n_np} ops measured faster in NumPy')
+        report(name, label, us, note=', '.join(note))
 
 
 def run(report, wanted):
@@ -253,15 +282,28 @@ def run(report, wanted):
         x0 = rng.standard_normal(10)
         xs, g = np.empty(W1_STEPS), np.empty(10)
         _compiled(report, name, tr.GradientTape(w1_f, x0), (x0,),
-                  {'hand-written numba gradient': lambda: w1_numba(x0, xs, g)})
+                  {'hand-written numba gradient': lambda: w1_numba(x0, xs, g)},
+                  eager=lambda: tr.withgradient(w1_f, x0))
         _jax(report, name, w1_f, (x0,), 0)
+    if want('W2'):
+        from eager import w2_init, w2_loss, w2_numpy_grad
+        params, _, _ = w2_init(rng)
+        for batch in W2_BATCHES:
+            x = rng.standard_normal((batch, 784))
+            y = np.eye(10)[rng.integers(0, 10, batch)]
+            _compiled(report, f'W2 b={batch} compiled',
+                      tr.GradientTape(w2_loss, *params, x, y, wrt=tuple(range(6))),
+                      (*params, x, y),
+                      {'hand-written NumPy gradient': lambda: w2_numpy_grad(*params, x, y)},
+                      eager=lambda: tr.withgradient(lambda *p: w2_loss(*p, x, y), *params))
     if want('W3'):
         for n, label in ((100, '100'), (100_000, '1e5')):
             name = f'W3 n={label} compiled'
             x = rng.standard_normal(n)
             g = np.empty(n)
             _compiled(report, name, tr.GradientTape(w3_f, x), (x,),
-                      {'hand-written numba gradient': lambda: w3_numba(x, g)})
+                      {'hand-written numba gradient': lambda: w3_numba(x, g)},
+                      eager=lambda: tr.withgradient(w3_f, x))
             _jax(report, name, w3_f, (x,), 0)
     if want('W4a'):
         name = 'W4a compiled'
@@ -272,14 +314,16 @@ def run(report, wanted):
         tmp = [np.empty(16) for _ in range(4)]
         _compiled(report, name, tr.GradientTape(w4a_f, m, x, y, wrt=(0,)), (m, x, y), {
             'hand-written numba gradient (BLAS)': lambda: w4a_numba(*ps, x, y, *grads),
-            'hand-written numba, scalar loops': lambda: w4a_numba_loops(*ps, x, y, *grads, *tmp)})
+            'hand-written numba, scalar loops': lambda: w4a_numba_loops(*ps, x, y, *grads, *tmp)},
+            eager=lambda: tr.withgradient(lambda m: w4a_f(m, x, y), m))
         _jax(report, name, w4a_f, (m, x, y), 0)
     if want('W4b'):
         name = 'W4b compiled'
         w, X, y = w4b_data(rng)
         g = np.empty(100)
         _compiled(report, name, tr.GradientTape(w4b_f, w, X, y, wrt=(0,)), (w, X, y),
-                  {'hand-written numba gradient (BLAS)': lambda: w4b_numba(w, X, y, g)})
+                  {'hand-written numba gradient (BLAS)': lambda: w4b_numba(w, X, y, g)},
+                  eager=lambda: tr.withgradient(lambda w: w4b_f(w, X, y), w))
         _jax(report, name, w4b_f, (w, X, y), 0)
         # float32: the tape runs float32 kernels; the reference is the same numba code
         # specialised for float32 arrays
@@ -287,20 +331,23 @@ def run(report, wanted):
         g32 = np.empty(100, np.float32)
         _compiled(report, 'W4b float32', tr.GradientTape(w4b_f, w32, X32, y32, wrt=(0,)),
                   (w32, X32, y32),
-                  {'hand-written numba gradient (BLAS)': lambda: w4b_numba(w32, X32, y32, g32)})
+                  {'hand-written numba gradient (BLAS)': lambda: w4b_numba(w32, X32, y32, g32)},
+                  eager=lambda: tr.withgradient(lambda w: w4b_f(w, X32, y32), w32))
     if want('W5'):
         name = 'W5 compiled hessian'
         W = rng.standard_normal((W5_N, W5_N)) / np.sqrt(W5_N)
         x = rng.standard_normal(W5_N)
         H, d = np.empty((W5_N, W5_N)), np.empty(W5_N)
-        htape = tr.compile(tr.HessianTape(lambda v: w5_f(v, W), x), background=False)
+        plain = tr.HessianTape(lambda v: w5_f(v, W), x)
+        htape = tr.compile(plain, background=False)
         Hout = htape.hessian(x)
-        note = f'{len(htape.fallbacks)} fallbacks' if htape.fallbacks else ''
-        for label, us in interleaved_us({
-                'hand-written numba Hessian': lambda: w5_numba(x, W, H, d),
-                'tracked compiled HessianTape (default call)': lambda: htape.hessian(x),
-                'tracked compiled HessianTape (out=)': lambda: htape.hessian(x, out=Hout)}).items():
-            report(name, label, us, note=note if label.startswith('tracked') else '')
+        _report_against(report, name, interleaved_us({
+            'hand-written numba Hessian': lambda: w5_numba(x, W, H, d),
+            'tracked NumPy replay (uncompiled tape)': lambda: plain.hessian(x),
+            'tracked eager (tr.hessian)': lambda: tr.hessian(lambda v: w5_f(v, W), x),
+            'tracked compiled HessianTape (default call)': lambda: htape.hessian(x),
+            'tracked compiled HessianTape (out=)': lambda: htape.hessian(x, out=Hout)}),
+            htape)
         jax = peer('jax')
         if jax is not None:
             jW = jax.numpy.asarray(W)
@@ -311,5 +358,6 @@ def run(report, wanted):
         name = 'W6 compiled'
         a, b = rng.standard_normal((100, 100)), rng.standard_normal((100, 100))
         _compiled(report, name, tr.GradientTape(w6_f, a, b), (a, b),
-                  {'NumPy primal (no gradient)': lambda: w6_f(a, b)})
+                  {'NumPy primal (no gradient)': lambda: w6_f(a, b)},
+                  eager=lambda: tr.withgradient(w6_f, a, b))
         _jax(report, name, w6_f, (a, b), (0, 1))

@@ -129,6 +129,7 @@ class Tape:
             self._record(args, given | underived)
             return
         self.program = Program(rec, outputs)
+        self._numpy: dict[int, str] | None = None  # measured NumPy units (choice.py)
         self.n_outputs = len(outputs)
         self.out_specs, self.placements = self._layout()
         self.__dict__.pop('out_checker', None)
@@ -211,12 +212,27 @@ class Tape:
             self._tiering = None
             prog = self.new_compiled().load()
             self.warm(prog)
+            if self.choose_units(prog):
+                again = self.new_compiled().load()
+                self.warm(again)
+                prog = self.keep_faster(prog, again)
             self.compiled = prog
 
     def new_compiled(self):
-        """The program planned for numba (kernels not loaded yet)."""
+        """The program planned for numba (kernels not loaded yet), with the units measured
+        faster in NumPy as fallbacks."""
         from .compiled import CompiledProgram
-        return CompiledProgram(self.program, self.specs, self.out_specs, self.placements)
+        return CompiledProgram(self.program, self.specs, self.out_specs, self.placements,
+                               self._numpy)
+
+    def choose_units(self, prog):
+        """Measure, once per recording, which units of ``prog`` (loaded, planned without
+        a choice) run faster in NumPy (choice.py); whether it must be planned again."""
+        if self._numpy is not None or prog.numpy:
+            return False
+        from .choice import choose
+        self._numpy = choose(self, prog)
+        return bool(self._numpy)
 
     def warm(self, prog):
         """Run ``prog`` once on the recorded values (its entry loads now), compared with
@@ -255,8 +271,10 @@ class Tape:
 
     @property
     def fallbacks(self) -> list[Fallback] | None:
-        """What a compiled tape runs in NumPy: one entry per instruction, printing as
-        the instruction and the reason (``.instr``, ``.reason``); None if not compiled."""
+        """What a compiled tape runs in NumPy for want of a kernel: one entry per
+        instruction, printing as the instruction and the reason (``.instr``,
+        ``.reason``); None if not compiled.  (``chosen_numpy``: what it runs in NumPy
+        because NumPy was measured faster.)"""
         if self.compiled is not None:
             return list(self.compiled.fallbacks)
         t = self._tiering
@@ -265,6 +283,24 @@ class Tape:
         t.go.set()
         t.planned.wait()                           # planning takes milliseconds
         return list(t.compiled.fallbacks) if t.compiled is not None else None
+
+    @property
+    def chosen_numpy(self) -> list[Fallback] | None:
+        """What a compiled tape runs in NumPy although it has kernels for it: the units
+        measured faster as NumPy calls on the recorded values (choice.py), one entry per
+        instruction with the timings as its reason; None until measured."""
+        if self._numpy is None:
+            return None
+        return [Fallback(self.program.instrs[i], why) for i, why in sorted(self._numpy.items())]
+
+    def keep_faster(self, prog, again):
+        """``again`` (planned with the measured choice) if it runs faster than ``prog``
+        on the whole, else ``prog``, the choice then dropped (choice.better)."""
+        from .choice import better
+        if better(self, prog, again):
+            return again
+        self._numpy = {}
+        return prog
 
     def new_outs(self):
         return [np.zeros(shape, dtype) for shape, dtype in self.out_specs]

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..rules.products import matmul_forward
 from .buffers import KERNEL_DTYPES
 from .guards import guard_error
 from .plan import Planner
@@ -27,7 +28,7 @@ from .record import Ref
 from .signature import aliased_out_error
 from .vm import ALIASED, START, VM
 
-__all__ = ['CompiledProgram', 'Frame']
+__all__ = ['CompiledProgram', 'Frame', 'INTO']
 
 
 def _aligned(n, dtype):
@@ -38,6 +39,17 @@ def _aligned(n, dtype):
     raw = np.zeros(n * dtype.itemsize + 64, dtype=np.uint8)
     start = -raw.ctypes.data % 64
     return raw[start:start + n * dtype.itemsize].view(dtype)
+
+
+# NumPy functions a fallback runs with ``out=`` its buffer: the ufuncs of one output
+# measured faster than a fused loop (choice.py), and products (not np.dot: its out= must be
+# C-contiguous).
+INTO = frozenset([matmul_forward, np.matmul, np.tanh, np.exp, np.log, np.sin, np.cos, np.tan,
+                  np.sqrt, np.arctan, np.arcsin, np.arccos, np.sinh, np.cosh, np.arctanh,
+                  np.arcsinh, np.arccosh, np.expm1, np.log1p, np.log2, np.log10, np.exp2,
+                  np.power,
+                  np.add, np.subtract, np.multiply, np.divide, np.negative, np.square,
+                  np.absolute, np.maximum, np.minimum, np.logaddexp, np.arctan2, np.hypot])
 
 
 class Frame:
@@ -59,19 +71,22 @@ class Frame:
 class CompiledProgram:
     """The program as numba kernels run by a generated VM (see the module docstring).
 
-    ``fallbacks`` lists the instructions run in NumPy (``plan.Fallback``: the
-    instruction and why); ``kernels``, ``vm`` (the entry), ``T`` (the template of each
-    frame's table) and ``C`` are the generated code and its tables; ``pool`` the frames
-    no call is using.  Planning is cheap; ``load`` imports the kernels (compiling what
-    the disk cache lacks) before the first ``run``.
+    ``fallbacks`` lists the instructions run in NumPy for want of a kernel
+    (``plan.Fallback``: the instruction and why), ``numpy`` those measured faster there
+    (choice.py; ``units``: what may move); ``kernels``, ``vm`` (the entry), ``T`` (the
+    template of each frame's table) and ``C`` are the generated code and its tables;
+    ``pool`` the frames no call is using.  Planning is cheap; ``load`` imports the
+    kernels (compiling what the disk cache lacks) before the first ``run``.
     """
 
-    def __init__(self, program, leaf_specs, out_specs, placements):
+    def __init__(self, program, leaf_specs, out_specs, placements, numpy=None):
         self.program = program
         self.placements = placements
-        plan = Planner(program, leaf_specs, out_specs, placements).run()
+        plan = Planner(program, leaf_specs, out_specs, placements, numpy).run()
         self.layout = layout = plan.layout
         self.fallbacks = plan.fallbacks
+        self.numpy = dict(numpy or {})       # instructions measured faster in NumPy
+        self.units = plan.units              # what choice.py may move to NumPy
         self._vm = vm = VM(plan.steps, plan.constants, layout, leaf_specs, out_specs)
         self.kernels, self.T, self.C = vm.kernels, vm.T, vm.C
         self.vm: Any = None                  # the entry (a numba dispatcher), once loaded
@@ -213,6 +228,8 @@ class CompiledProgram:
         base = self._base(f, s, leaves, outs)
         if s.shape == ():
             return base[s.off]
+        if s.off >= 0 and s.contiguous():     # a slice: ~10x quicker than as_strided
+            return base[s.off:s.off + s.size].reshape(s.shape)
         return np.lib.stride_tricks.as_strided(base[s.off:] if s.off >= 0 else base, s.shape,
                                                tuple(x * base.itemsize for x in s.strides))
 
@@ -234,8 +251,14 @@ class CompiledProgram:
                                         else b for b in a))
                 else:
                     args.append(a)
-            v = ins.fn(*args, **ins.kwargs)
             s = self.layout.storages[i]
+            if s is not None and s.shape != () and ins.fn in INTO and s.dtype == ins.dtype \
+                    and 'where' not in ins.kwargs:
+                # written straight into its buffer: no temporary, no copy (NumPy buffers
+                # an output overlapping an operand)
+                ins.fn(*args, out=self._value(f, i, leaves, outs), **ins.kwargs)
+                return
+            v = ins.fn(*args, **ins.kwargs)
             if s is None:
                 f.py_values[i] = v
             elif s.shape == ():

@@ -52,12 +52,15 @@ class Fallback:
 
 
 class Plan(NamedTuple):
-    """A planned program: VM steps, the float constants, the layout, the fallbacks."""
+    """A planned program: VM steps, the float constants, the layout, the fallbacks, and
+    the units a measurement may move to NumPy (``(step indices, instruction indices)``:
+    a fused group's loops, or one reduction or product; choice.py)."""
 
     steps: list
     constants: list
     layout: Layout
     fallbacks: list
+    units: list
 
 
 def _non_array(value):
@@ -75,8 +78,11 @@ class Planner:
     chains also read ``users`` and ``external``.
     """
 
-    def __init__(self, program, leaf_specs, out_specs, placements):
+    def __init__(self, program, leaf_specs, out_specs, placements, numpy=None):
         self.program = program
+        # instruction -> why it runs in NumPy although a kernel could (choice.py)
+        self.numpy: dict[int, str] = numpy or {}
+        self.units: list[tuple[list[int], list[int]]] = []
         self.instrs = instrs = program.instrs
         self.mem = Memory(program, leaf_specs, out_specs, placements)
         self.constants = Constants()
@@ -101,7 +107,8 @@ class Planner:
             self.plan(ins)
         self.close()
         copies = self.finish_outputs()
-        return Plan(self.steps, self.constants.values, self.mem.layout(copies), self.fallbacks)
+        return Plan(self.steps, self.constants.values, self.mem.layout(copies), self.fallbacks,
+                    self.units)
 
     def plan(self, ins):
         """Storage and steps for one instruction (see the module docstring)."""
@@ -117,6 +124,10 @@ class Planner:
         if not isinstance(ins.value, (np.ndarray, np.generic)):
             self.close()
             self.fallback(ins, _non_array(ins.value))
+            return
+        if ins.i in self.numpy:
+            self.close()
+            self.fallback(ins, self.numpy[ins.i], chosen=True)
             return
         kernel = ins.prim.kernel
         reason = f'no kernel form for {ins.name}'
@@ -136,6 +147,9 @@ class Planner:
         if pattern is not None:
             result = pattern(self, ins)
             if type(result) is list:
+                if result and all(st.kind in ('reduce', 'matmul') for st in result):
+                    n = len(self.steps)
+                    self.units.append((list(range(n, n + len(result))), [ins.i]))
                 self.steps.extend(result)
                 if self.group is None or ins.i not in self.group.members:
                     self.emit_guards(ins.i)  # an open group's members: when it closes
@@ -198,6 +212,10 @@ class Planner:
                             mem.alloc(j)
         for cid in sorted(g.chains):
             self.chains.fill(cid)
+        if not g.scatters and not g.chains:      # a scatter chain's loop stays a loop
+            n = len(self.steps)
+            self.units.append((list(range(n, n + len(chunks))), [ins.i for ins in g.instrs]
+                               + [rins.i for rins, _, _ in g.reductions]))
         for chunk in chunks:
             kernel, slots, params = loop_kernel(g.loop(chunk, stored, mem), self.constants)
             self.steps.append(Step('ew', kernel, slots, params, [ins.i for ins in chunk]))
@@ -239,15 +257,17 @@ class Planner:
                 step = Step('pyguard', None, (), (), [i], k)
             self.steps.append(step)
 
-    def fallback(self, ins, reason):
-        """Run ``ins`` in NumPy: its operands and result go to memory."""
+    def fallback(self, ins, reason, chosen=False):
+        """Run ``ins`` in NumPy: its operands and result go to memory.  ``chosen``: a
+        kernel could run it, NumPy was measured faster (not listed in ``fallbacks``)."""
         for j in ins.refs():
             if self.mem.storages[j] is None and \
                     isinstance(self.instrs[j].value, (np.ndarray, np.generic)):
                 self.mem.alloc(j)
         if isinstance(ins.value, (np.ndarray, np.generic)):
             self.mem.alloc(ins.i)
-        self.fallbacks.append(Fallback(ins, reason))
+        if not chosen:
+            self.fallbacks.append(Fallback(ins, reason))
         self.steps.append(Step('fallback', None, (), (), [ins.i]))
         self.emit_guards(ins.i)
 

@@ -9,7 +9,9 @@ a *process* that compiles them there (numba's compiler is Python and holds the
 GIL: in a thread it would slow the caller's every call for seconds).  When that
 process is done, the thread loads the machine code (milliseconds per kernel, after
 numba's first use in the process: ~0.3 s, warmed up while the process compiles),
-runs the program once on the recorded values and switches the tape to it.  A call never
+runs the program once on the recorded values, times its loops against NumPy (choice.py:
+units faster in NumPy are planned again as NumPy calls; if that needs new kernels, the
+first plan serves while they compile) and switches the tape to it.  A call never
 waits for any of this, and the switch changes no result beyond floating-point
 rounding (NumPy's vectorised ``sin`` or pairwise ``sum`` round differently from a
 scalar loop; IEEE-exact operations give the same bits).
@@ -77,6 +79,16 @@ class Tiering:
             self._load(prog, cache)
             self._mark('loaded')
             self.tape.warm(prog)          # compared with the NumPy replay (firstrun.py)
+            if self.tape.choose_units(prog):    # units measured faster in NumPy: plan again
+                again = self.tape.new_compiled()
+                if cache.missing(again.sources()):
+                    # new kernels to compile (seconds): the first plan's serve meanwhile
+                    self.tape.switch_to(self, prog)
+                self.compiled = again
+                self._load(again, cache)
+                self.tape.warm(again)
+                prog = self.compiled = self.tape.keep_faster(prog, again)
+                self._mark('chosen')
             self.tape.switch_to(self, prog)
             self._mark('switched')
         except BaseException as e:     # noqa: BLE001 -- reported through compile_error

@@ -27,7 +27,9 @@ from .matrices import (arr, col, conj, dtype_of, moveaxis, mT, pad_batch, reject
 # matmul (a ufunc in NumPy 2, reached through __array_ufunc__ and the @ operator)
 # --------------------------------------------------------------------------
 
-def _matmul(a, b, **kwargs):
+def matmul_forward(a, b, **kwargs):
+    """``np.matmul`` as the rule runs it: refuses the axes= NumPy takes (tangents and
+    pullbacks assume the default layout)."""
     if 'axes' in kwargs or 'axis' in kwargs:
         raise TypeError('np.matmul(..., axes=...) is not supported on tracked values; '
                         'move the axes with np.moveaxis and use the default layout')
@@ -102,7 +104,7 @@ def _matmul_structure(varying, ans, a, b, **kwargs):
     return out
 
 
-defvjp(np.matmul, _matmul_vjp_a, _matmul_vjp_b, fn=_matmul, kernel='matmul', linear='each',
+defvjp(np.matmul, _matmul_vjp_a, _matmul_vjp_b, fn=matmul_forward, kernel='matmul', linear='each',
        batched=_matmul_batched, structure=_matmul_structure)
 
 
