@@ -39,6 +39,12 @@ class Tape:
     Subclasses define ``_trace(rec, inputs)`` (run ``f`` and its backward passes,
     returning the program's outputs) and ``_layout()`` (the output arrays and where
     program outputs go in them).
+
+    The compiler's other modules use a tape through named methods and attributes, not
+    its privates: ``current``, ``replay``, ``new_compiled``, ``warm``, ``switch_to``,
+    ``start_compile``, ``choose_units``, ``keep_faster``, ``new_outs``, ``inputs_of``,
+    ``checker``, ``checks``, ``checked_outs``, ``out_checker``, ``kind_name`` (left out
+    of the user reference: docs/reference/tapes.md).
     """
 
     kind_name = 'tape'
@@ -179,7 +185,7 @@ class Tape:
         return new
 
     # -- threads: a recording is never changed under a call --------------------------
-    def current(self):
+    def current(self) -> Any:
         """The tape's recording now: the object whose attributes a call reads (the tape
         itself until a retrace; see ``_retrace``)."""
         return self._public._now
@@ -202,7 +208,7 @@ class Tape:
         return new
 
     # -- compiling ------------------------------------------------------------------
-    def start_compile(self, background):
+    def start_compile(self, background: bool) -> None:
         """Compile the program: now, or in the background while calls replay in NumPy."""
         self._compile_mode = 'background' if background else 'foreground'
         self.compiled = None
@@ -218,14 +224,14 @@ class Tape:
                 prog = self.keep_faster(prog, again)
             self.compiled = prog
 
-    def new_compiled(self):
+    def new_compiled(self) -> Any:
         """The program planned for numba (kernels not loaded yet), with the units measured
         faster in NumPy as fallbacks."""
         from .compiled import CompiledProgram
         return CompiledProgram(self.program, self.specs, self.out_specs, self.placements,
                                self._numpy)
 
-    def choose_units(self, prog):
+    def choose_units(self, prog: Any) -> bool:
         """Measure, once per recording, which units of ``prog`` (loaded, planned without
         a choice) run faster in NumPy (choice.py); whether it must be planned again."""
         if self._numpy is not None or prog.numpy:
@@ -234,13 +240,13 @@ class Tape:
         self._numpy = choose(self, prog)
         return bool(self._numpy)
 
-    def warm(self, prog):
+    def warm(self, prog: Any) -> None:
         """Run ``prog`` once on the recorded values (its entry loads now), compared with
         the NumPy replay (firstrun.py)."""
         from .firstrun import check
         check(self, prog)
 
-    def switch_to(self, tiering, prog):
+    def switch_to(self, tiering: Any, prog: Any) -> None:
         """Use ``prog`` from the next call on (called by the background compilation)."""
         if self._tiering is tiering and self.program is prog.program:
             self.compiled = prog
@@ -293,7 +299,7 @@ class Tape:
             return None
         return [Fallback(self.program.instrs[i], why) for i, why in sorted(self._numpy.items())]
 
-    def keep_faster(self, prog, again):
+    def keep_faster(self, prog: Any, again: Any) -> Any:
         """``again`` (planned with the measured choice) if it runs faster than ``prog``
         on the whole, else ``prog``, the choice then dropped (choice.better)."""
         from .choice import better
@@ -302,7 +308,7 @@ class Tape:
         self._numpy = {}
         return prog
 
-    def new_outs(self):
+    def new_outs(self) -> list[np.ndarray]:
         return [np.zeros(shape, dtype) for shape, dtype in self.out_specs]
 
     # -- the general call path --------------------------------------------------------
@@ -332,13 +338,13 @@ class Tape:
         ``GradientTape``, whose gradients may appear or vanish, checks them again."""
         return outs
 
-    def inputs_of(self, leaves):
+    def inputs_of(self, leaves: Any) -> Any:
         diff = self._diffset
         return [as_input(x, p in diff) if type(x) is not np.ndarray or self.has_int_diff else x
                 for p, x in enumerate(leaves)] if self.has_int_diff or not all(
                     type(x) is np.ndarray for x in leaves) else leaves
 
-    def replay(self, args, outs=None):
+    def replay(self, args: Any, outs: Any = None) -> Any:
         """Check ``args`` and replay this recording into ``outs`` (fresh arrays if None);
         retrace on a failed guard if asked to.  Returns (the recording that answered,
         getter of its unplaced outputs, outs)."""
