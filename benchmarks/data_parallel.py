@@ -24,9 +24,10 @@ workers started in this session (``--local``) share its one share; by default th
 scheduler and the workers are started here with ``setsid`` (each in its own session),
 as separate machines would be.  ``--scaling`` times steps of the mixture on 2 000,
 50 000 and 200 000 records with 1, 2 and 4 workers (one shard each; 3 rounds, few
-steps: a few minutes), fits the scaling model of docs/guide/scaling.md to them by
-least squares, measures the compute per record of the models the page predicts for,
-and writes it all to benchmarks/scaling.json, which the page and notebook 6 read.
+steps: about a minute), fits the scaling model of docs/guide/scaling.md to them by
+least squares (of the relative error), measures the compute per record of the models
+the page predicts for, and writes it all to benchmarks/scaling.json, which the page
+and notebook 6 read.
 """
 import argparse
 import json
@@ -143,11 +144,15 @@ def overtake(rows):
 
 
 def fit(points, cores):
-    """The constants of T(N, n) = c n / min(N, cores) + N l + F, by least squares over the
-    workers' step times ``points`` [(N, n, seconds)]: ``(c, l, F, residuals)``."""
+    """The constants of T(N, n) = c n / min(N, cores) + N l + F, none negative, by least
+    squares of the relative error over the workers' step times ``points``
+    [(N, n, seconds)]: ``(c, l, F, residuals in seconds)``.  Relative: the times span
+    30x, and plain least squares let the largest (the noisiest on a busy machine) set l
+    and F alone."""
+    from scipy.optimize import nnls
     A = np.array([[n / min(N, cores), N, 1.0] for N, n, _ in points])
     b = np.array([t for _, _, t in points])
-    (c, lat, F), *_ = np.linalg.lstsq(A, b, rcond=None)
+    (c, lat, F), _ = nnls(A / b[:, None], np.ones(len(b)))
     return float(c), float(lat), float(F), (b - A @ np.array([c, lat, F])).tolist()
 
 

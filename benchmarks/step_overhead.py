@@ -10,7 +10,8 @@ The model is data_parallel.py's overhead case (a 2-16-2 classifier on 400 record
 of 2s steps less one of s steps, over s; medians over the rounds.  Profile: time
 stamps around each part of a step, on the client (its own work, the hop to its event
 loop's thread, the round trip, the hop back) and on the workers (the handler of the
-call, the replica's method), medians per step.
+call, the replica's method), medians per step; and the CPU time of the client and of
+each worker per step (a mean: the rest of a step's time is waiting).
 """
 import argparse
 import os
@@ -115,10 +116,12 @@ def profile(client, model_fn, shards, steps):
         stamps[-1]['exit'] = time.perf_counter()
         return out
     R._call_all, R.Replicas.call = timed_call_all, timed_call
+    cpu0, wcpu0 = time.process_time(), client.run(time.process_time)
     try:
         total = run(client, model_fn, shards, steps)
     finally:
         R._call_all, R.Replicas.call = call_all, call
+    cpu, wcpu = time.process_time() - cpu0, client.run(time.process_time)
     s = [x for x in stamps[1:] if 'loop' in x]          # the first makes the replicas
     med = lambda v: 1e3 * float(np.median(v))            # noqa: E731
     gaps = [b['enter'] - a['exit'] for a, b in zip(s, s[1:])]
@@ -135,6 +138,8 @@ def profile(client, model_fn, shards, steps):
     method = [t for log in logs.values() for t in log['method'][1:]]
     out['worker handler'] = med(handler)
     out['worker method (compute)'] = med(method)
+    out['client CPU (both threads)'] = 1e3 * cpu / steps
+    out['CPU of each worker'] = 1e3 * float(np.mean([wcpu[w] - wcpu0[w] for w in wcpu])) / steps
     return out
 
 
