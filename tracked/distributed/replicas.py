@@ -281,7 +281,9 @@ class Replicas:
 # this (seconds, round trip; 0: never), else in the worker's actor thread: the hop to
 # that thread and back cost 1.4 ms of a 4.5 ms step of a small model (2 workers, load
 # average 6), and blocking the event loop for milliseconds is harmless, for seconds it
-# is not (the worker answers nothing meanwhile), nor for a loss that hangs.
+# is not (the worker answers nothing meanwhile: heartbeats, data for other tasks).  A
+# loss that hangs after quick steps does block its worker's event loop until it
+# returns; the step's timeout still fires on the client.
 ON_LOOP_BELOW = 0.02
 
 
@@ -292,8 +294,8 @@ def _left(deadline: Any) -> Any:
 def _timeout(where: str, deadline: Any) -> StepTimeoutError:
     return StepTimeoutError(
         f'{where}: not finished within timeout={deadline[1]} s; its replicas were '
-        f'released (a loss still running keeps its worker\'s actor thread until it '
-        f'returns: client.restart() ends it)')
+        f'released (a loss still running keeps its worker busy until it returns: '
+        f'client.restart() ends it)')
 
 
 async def _call_all(client: Any, calls: Any, timeout: Any, on_loop: bool) -> list[Any]:
