@@ -22,9 +22,12 @@ Every process runs with one thread per library and ``common.fix_malloc``.  On a 
 machine whose cores are busy, Linux divides the CPU between sessions (autogroup), so
 workers started in this session (``--local``) share its one share; by default the
 scheduler and the workers are started here with ``setsid`` (each in its own session),
-as separate machines would be.  ``--scaling`` fits the scaling model of
-docs/guide/scaling.md on 1, 2 and 4 workers and writes its constants to
-benchmarks/scaling.json, which the page and notebook 6 read.
+as separate machines would be.  ``--scaling`` times steps of the mixture on 2 000,
+50 000 and 200 000 records with 1, 2 and 4 workers (one shard each; 3 rounds, few
+steps: about a minute), fits the scaling model of docs/guide/scaling.md to them by
+least squares (of the relative error), measures the compute per record of the models
+the page predicts for, and writes it all to benchmarks/scaling.json, which the page
+and notebook 6 read.
 """
 import argparse
 import json
@@ -140,19 +143,133 @@ def overtake(rows):
     return rows[0][0] if np.log(rows[0][1] / rows[0][2]) > 0 else None
 
 
-def fit(rows_by_n, one_rows):
-    """The constants of T(N, n) = c n / min(N, cores) + F + N l, by least squares:
-    c from one process, F and l from the workers' times less their compute."""
-    c = float(np.median([one / n for n, one, _ in one_rows if n >= 100_000])) / 1e3   # s
+def fit(points, cores):
+    """The constants of T(N, n) = c n / min(N, cores) + N l + F, none negative, by least
+    squares of the relative error over the workers' step times ``points``
+    [(N, n, seconds)]: ``(c, l, F, residuals in seconds)``.  Relative: the times span
+    30x, and plain least squares let the largest (the noisiest on a busy machine) set l
+    and F alone."""
+    from scipy.optimize import nnls
+    # (cores None: each point's first entry is already the cores its workers get, and
+    # its last the number of workers)
+    A = np.array([[p[1] / (p[0] if cores is None else min(p[0], cores)),
+                   p[-1] if cores is None else p[0], 1.0] for p in points])
+    b = np.array([p[2] for p in points])
+    (c, lat, F), _ = nnls(A / b[:, None], np.ones(len(b)))
+    return float(c), float(lat), float(F), (b - A @ np.array([c, lat, F])).tolist()
+
+
+def fit_shared(points, cores):
+    """The same fit with the cores the workers get on a machine shared with ``L`` busy
+    sessions (Linux gives each session an equal share: N workers in sessions of their
+    own get ``min(N, cores N / (N + L))``), ``L`` chosen on a grid of tenths:
+    ``(L, c, l, F, residuals)``."""
+    best = None
+    for L in np.arange(0.0, 8.01, 0.1):
+        share = lambda N: min(N, cores * N / (N + L))         # noqa: E731
+        c, lat, F, res = fit([(share(N), n, t, N) for N, n, t in points], None)
+        err = float(np.sum((np.array(res) / [t for *_, t in points]) ** 2))
+        if best is None or err < best[0]:
+            best = (err, float(L), c, lat, F, res)
+    return best[1:]
+
+
+def predict(c_n, B, N, lat, F, beta=10e9 / 8):
+    """The time of a step on N machines of ``c_n`` seconds of compute in one process, for
+    ``B`` bytes of gradient on a link of ``beta`` bytes/s: c n / N + N (l + 2B/beta) + F."""
+    return c_n / N + N * (lat + 2 * B / beta) + F
+
+
+def per_record_s(model, n, d_in, d_out, rounds=5):
+    """Seconds per record of a gradient of a classifier ``model`` in one process."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, d_in))
+    y = tr.onehot(rng.integers(0, d_out, n), d_out)
+    times = []
+    for _ in range(rounds + 1):
+        t = time.perf_counter()
+        tr.withgradient(lambda m: classify(m, x, y), model)
+        times.append(time.perf_counter() - t)
+    return float(np.median(times[1:])) / n
+
+
+SCALING_SIZES = (2_000, 50_000, 200_000)
+
+
+def scaling(args):
+    """Step times on 1, 2 and 4 workers (one shard each), the fit, and the compute of the
+    models the page predicts for; written to benchmarks/scaling.json."""
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal(max(SCALING_SIZES))
+    points, measured = [], {}
+    started = time.time()
+    for workers in (1, 2, 4):
+        client, close = connect(args, workers)
+        try:
+            print(f'{workers} worker(s):')
+            rows = []
+            for n in SCALING_SIZES:
+                steps = max(6, min(30, int(1.2e6 / n)))
+                one, many, _ = step_ms(client, nll, mixture, data[:n], workers, steps,
+                                       args.rounds)
+                rows.append([n, one, many])
+                points.append((workers, n, many / 1e3))
+                print(f'  {n:>9,} records: one process {one:8.2f} ms, {workers} worker(s) '
+                      f'{many:8.2f} ms')
+            measured[str(workers)] = rows
+        finally:
+            close()
     cores = os.cpu_count()
-    A, b = [], []
-    for workers, rows in rows_by_n.items():
-        for n, _, t in rows:
-            A.append([1.0, workers])
-            b.append(t / 1e3 - c * n / min(workers, cores))
-    (F, lat), *_ = np.linalg.lstsq(np.array(A), np.array(b), rcond=None)
-    return {'c_per_record_s': c, 'fixed_s': float(F), 'per_replica_s': float(lat),
-            'cores': cores}
+    c, lat, F, residuals = fit(points, cores)
+    c_one = float(np.median([one / n for rows in measured.values()
+                             for n, one, _ in rows if n >= 50_000])) / 1e3
+    models = {
+        'demo MLP 64-32-10': (tr.Chain(tr.Dense(64, 32, tr.relu, rng=1),
+                                       tr.Dense(32, 10, rng=2)), 20_000, 64, 10, 1_000_000),
+        'MLP 784-1024-256-10': (tr.Chain(tr.Dense(784, 1024, tr.relu, rng=1),
+                                         tr.Dense(1024, 256, tr.relu, rng=2),
+                                         tr.Dense(256, 10, rng=3)), 1_000, 784, 10, 60_000),
+    }
+    L, c2, lat2, F2, residuals2 = fit_shared(points, cores)
+    predictions = {}
+    for name, (model, n, d_in, d_out, records) in models.items():
+        params = sum(a.size for a in tr.tree_util.flatten(model)[0] if hasattr(a, 'size'))
+        per = per_record_s(model, n, d_in, d_out)
+        c_n = per * records
+        predictions[name] = {
+            'parameters': int(params), 'records': records, 'per_record_s': per,
+            'one_process_s': c_n,
+            'speedup': {str(N): c_n / predict(c_n, 8 * params, N, lat, F)
+                        for N in (2, 4, 8, 16, 32, 64)}}
+        print(f'{name} ({params:,} parameters) on {records:,} records: one process '
+              f'{1e3 * c_n:.0f} ms; predicted speed-up on 10 Gb/s: ' + ', '.join(
+                  f'N={N} {v:.1f}x' for N, v in predictions[name]['speedup'].items()))
+    load = os.getloadavg()
+    out = {'model': 'T(N, n) = c n / min(N, cores) + N l + F',
+           'c_per_record_s': c, 'per_replica_s': lat, 'fixed_s': F, 'cores': cores,
+           'c_one_process_per_record_s': c_one,
+           'residuals_ms': {f'{N} workers, {n} records': 1e3 * r
+                            for (N, n, _), r in zip(points, residuals)},
+           'shared_machine_fit': {
+               'model': 'T(N, n) = c n / min(N, cores N / (N + L)) + N l + F',
+               'busy_sessions_L': L, 'c_per_record_s': c2, 'per_replica_s': lat2,
+               'fixed_s': F2, 'residuals_ms': [1e3 * r for r in residuals2]},
+           'measured_ms': measured, 'sizes': list(SCALING_SIZES),
+           'predictions_10Gbps': predictions,
+           'load_average': [round(v, 2) for v in load],
+           'seconds': round(time.time() - started), 'rounds': args.rounds,
+           'date': time.strftime('%Y-%m-%d')}
+    print(f'fitted: c = {1e6 * c:.3f} us per record (one process: {1e6 * c_one:.3f}), '
+          f'l = {1e3 * lat:.2f} ms per replica, F = {1e3 * F:.2f} ms; residuals (ms): ' +
+          ', '.join(f'{1e3 * r:+.1f}' for r in residuals))
+    print(f'with the cores a shared machine gives: L = {L:.1f} busy sessions, c = '
+          f'{1e6 * c2:.3f} us, l = {1e3 * lat2:.2f} ms, F = {1e3 * F2:.2f} ms; residuals (ms): ' +
+          ', '.join(f'{1e3 * r:+.1f}' for r in residuals2))
+    print('load average (1, 5, 15 min):', ' '.join(f'{v:.1f}' for v in load),
+          f'on {cores} cores; {out["seconds"]} s')
+    with open(os.path.join(HERE, 'scaling.json'), 'w') as f:
+        json.dump(out, f, indent=1)
+        f.write('\n')
 
 
 def start_own_sessions(workers):
@@ -207,28 +324,17 @@ def main(argv):
     parser.add_argument('--local', action='store_true', help='a LocalCluster in this session')
     parser.add_argument('--workers', type=int, default=2)
     parser.add_argument('--records', type=int, default=1_200_000)
-    parser.add_argument('--rounds', type=int, default=5)
+    parser.add_argument('--rounds', type=int, default=None,
+                        help='interleaved rounds (5; 3 with --scaling)')
     parser.add_argument('--scaling', action='store_true',
                         help='fit the scaling model on 1, 2 and 4 workers')
     args = parser.parse_args(argv)
+    if args.rounds is None:
+        args.rounds = 3 if args.scaling else 5
     print(f'malloc thresholds fixed: {fix_malloc()}; one thread per library')
     sizes = [2_000, 5_000, 10_000, 20_000, 50_000, 200_000]
     if args.scaling:
-        by_n, ones = {}, []
-        for workers in (1, 2, 4):
-            client, close = connect(args, workers)
-            try:
-                print(f'{workers} worker(s):')
-                rows = crossover(client, [1_000, 100_000, 300_000], args.rounds)
-                by_n[workers] = rows
-                ones += rows
-            finally:
-                close()
-        consts = fit(by_n, ones)
-        consts['measured'] = {str(k): v for k, v in by_n.items()}
-        print('fitted:', json.dumps({k: v for k, v in consts.items() if k != 'measured'}))
-        with open(os.path.join(HERE, 'scaling.json'), 'w') as f:
-            json.dump(consts, f, indent=1)
+        scaling(args)
         return
     client, close = connect(args, args.workers)
     try:

@@ -72,7 +72,15 @@ def cluster_client():
 
 @pytest.fixture
 def client(cluster_client):
-    cluster_client.wait_for_workers(2, timeout=30)    # those an earlier test killed are back
+    # Those an earlier test killed are back, and those killed are gone: exactly 2
+    # workers, so that a test's runs group the shards alike (td.place and td.train make
+    # one group per worker thread; another grouping sums in another order, which
+    # changes the last bits: a killed worker the scheduler still listed made 3 groups).
+    deadline = time.monotonic() + 60
+    while len(cluster_client.nthreads()) != 2 or \
+            set(cluster_client.nthreads().values()) != {1}:
+        assert time.monotonic() < deadline, cluster_client.nthreads()
+        time.sleep(0.05)
     return cluster_client
 
 
@@ -186,11 +194,9 @@ def test_a_worker_killed_during_a_step_changes_nothing(client, tmp_path):
     _assert_equal(got, expected)
 
 
-@pytest.mark.parametrize('how', ['eager', 'tape', 'large model'])
+@pytest.mark.parametrize('how', ['eager', 'tape'])
 @bounded(20)
-def test_every_worker_killed_during_a_step_changes_nothing(client, tmp_path, how, monkeypatch):
-    if how == 'large model':              # in a task of its own, not inside each task
-        monkeypatch.setattr(td.gradients, '_INLINE_BYTES', 0)
+def test_every_worker_killed_during_a_step_changes_nothing(client, tmp_path, how):
     expected = _run(client, Fault(tmp_path / 'none', None), 3, how == 'tape')
     fault = Fault(tmp_path, 'kill', call=5, pids=_worker_pids(client))
     got = _run(client, fault, 3, how == 'tape')
