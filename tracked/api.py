@@ -61,7 +61,7 @@ def pullback(f: Callable[..., Any], *args: Any) -> tuple[Any, Callable[..., tupl
 
 
 def _protect_outputs(out: Any, level: int) -> Owner | None:
-    computed = [box.unboxed(t) for t in (leaves(out, _is_tracked) if is_node(out) else [out])
+    computed = [box.unboxed(t) for t in (leaves(out, box.is_box) if is_node(out) else [out])
                 if isinstance(t, Tracked) and box.level(t) == level
                 and box.node(t).prim is not None and type(box.unboxed(t)) is np.ndarray]
     if not computed:
@@ -69,10 +69,6 @@ def _protect_outputs(out: Any, level: int) -> Owner | None:
     owner = Owner()
     protect(owner, computed)
     return owner
-
-
-def _is_tracked(x: Any) -> bool:
-    return isinstance(x, Tracked)
 
 
 def withgradient(f: Callable[..., Any], *args: Any, zero: bool = True) -> WithGradient:

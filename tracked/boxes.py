@@ -484,7 +484,7 @@ class Tracked(Box):
                 if node.prim is not None:            # a leaf's views are refused writes
                     HOOKS.note(t, self, (_FAST['slice'], (idx,), _NOKW))
                 return t
-        else:                                   # (_plain_index leaves a slice as it is)
+        else:                                   # (plain_index leaves a slice as it is)
             idx = plain_index(self, idx)
         return call(operator.getitem, self, idx)
 
