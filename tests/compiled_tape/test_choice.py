@@ -26,6 +26,7 @@ def _args(n=256):
 def test_unit_measured_faster_runs_in_numpy(measured, monkeypatch):
     monkeypatch.setattr(choice, 'numpy_seconds', lambda instrs, env: 0.0)   # NumPy made free
     monkeypatch.setattr(choice, 'better', lambda tape, prog, again: True)
+    monkeypatch.setattr(choice, 'replay_faster', lambda tape, prog: None)
     W, b, x = _args()
     tape = tr.GradientTape(layer, W, b, x, wrt=(0, 1))
     ct = tr.compile(tape, background=False)
@@ -61,6 +62,7 @@ def test_off_by_environment():
 def test_background_compile_switches_to_the_chosen_plan(measured, monkeypatch):
     monkeypatch.setattr(choice, 'numpy_seconds', lambda instrs, env: 0.0)
     monkeypatch.setattr(choice, 'better', lambda tape, prog, again: True)
+    monkeypatch.setattr(choice, 'replay_faster', lambda tape, prog: None)
     W, b, x = _args()
     ct = tr.compile(tr.GradientTape(layer, W, b, x, wrt=(0, 1)))
     ct.withgradient(W, b, x)
@@ -77,3 +79,37 @@ def test_new_plan_dropped_when_slower_on_the_whole(measured, monkeypatch):
     W, b, x = _args()
     ct = tr.compile(tr.GradientTape(layer, W, b, x, wrt=(0, 1)), background=False)
     assert ct.chosen_numpy == [] and not ct.compiled.numpy
+
+
+def _timed(monkeypatch, kernels, replay):
+    """``choice._best`` answering ``kernels`` seconds for a compiled run, ``replay`` for
+    the NumPy replay (told apart by the call they time)."""
+    def best(fn, rounds=choice.ROUNDS):
+        return replay if 'replay_into' in fn.__code__.co_names else kernels
+    monkeypatch.setattr(choice, '_best', best)
+
+
+@pytest.mark.parametrize('background', [False, True], ids=['foreground', 'background'])
+def test_the_replay_stays_when_measured_faster_on_the_whole(measured, monkeypatch, background):
+    monkeypatch.setattr(choice, 'choose', lambda tape, prog: {})
+    _timed(monkeypatch, kernels=1e-3, replay=1e-4)
+    W, b, x = _args(8)
+    ct = tr.compile(tr.GradientTape(layer, W, b, x, wrt=(0, 1)), background=background)
+    assert ct.wait(30)
+    assert ct.compiled is None                     # the NumPy replay answers
+    chosen = ct.chosen_numpy
+    assert len(chosen) == len(ct.program.instrs)
+    assert 'NumPy replay measured faster on the whole (100 µs, 1000 µs compiled)' in str(chosen[0])
+    W2 = W * 1.1
+    val, g = ct.withgradient(W2, b, x)
+    val_e, g_e = tr.withgradient(layer, W2, b, x)
+    np.testing.assert_allclose(val, val_e, rtol=1e-12)
+    np.testing.assert_allclose(g[0], g_e[0], rtol=1e-10, atol=1e-12)
+
+
+def test_the_kernels_stay_when_the_replay_is_not_clearly_faster(measured, monkeypatch):
+    monkeypatch.setattr(choice, 'choose', lambda tape, prog: {})
+    _timed(monkeypatch, kernels=1e-4, replay=0.97e-4)      # within MARGIN
+    W, b, x = _args(8)
+    ct = tr.compile(tr.GradientTape(layer, W, b, x, wrt=(0, 1)), background=False)
+    assert ct.compiled is not None and ct.chosen_numpy == []

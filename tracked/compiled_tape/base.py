@@ -136,6 +136,7 @@ class Tape:
             return
         self.program = Program(rec, outputs)
         self._numpy: dict[int, str] | None = None  # measured NumPy units (choice.py)
+        self._replay_faster: str | None = None     # the whole replay measured faster
         self.n_outputs = len(outputs)
         self.out_specs, self.placements = self._layout()
         self.__dict__.pop('out_checker', None)
@@ -222,7 +223,7 @@ class Tape:
                 again = self.new_compiled().load()
                 self.warm(again)
                 prog = self.keep_faster(prog, again)
-            self.compiled = prog
+            self.compiled = self.unless_replay_faster(prog)
 
     def new_compiled(self) -> Any:
         """The program planned for numba (kernels not loaded yet), with the units measured
@@ -264,7 +265,7 @@ class Tape:
         """``tape.wait(timeout=None)``: wait until a compiled tape runs its numba kernels;
         True if it does, False if the background compilation failed (the tape replays in
         NumPy; ``compile_error`` says why) or ``timeout`` seconds passed first."""
-        if self.compiled is not None:
+        if self.compiled is not None or self._replay_faster is not None:
             return True
         t = self._tiering
         return t.wait(timeout) if t is not None else False
@@ -297,7 +298,30 @@ class Tape:
         instruction with the timings as its reason; None until measured."""
         if self._numpy is None:
             return None
+        if self._replay_faster is not None:       # the whole program
+            return [Fallback(ins, self._replay_faster) for ins in self.program.instrs]
         return [Fallback(self.program.instrs[i], why) for i, why in sorted(self._numpy.items())]
+
+    def unless_replay_faster(self, prog: Any) -> Any:
+        """``prog``, or None when the NumPy replay runs the recorded values faster on
+        the whole (choice.replay_faster: a program whose NumPy steps and their
+        boundaries cost more than its kernels save); the tape then keeps replaying, and
+        ``chosen_numpy`` says why."""
+        from .choice import replay_faster
+        why = replay_faster(self, prog)
+        self._replay_faster = why
+        return prog if why is None else None
+
+    def replay_into(self, leaves: Any, outs: Any) -> list[Any]:
+        """The NumPy replay on checked ``leaves``: the placed outputs written into
+        ``outs``; returns every output value."""
+        vals = self.program.run(self.inputs_of(leaves))
+        for oi, (k, off) in self.placements.items():
+            v = vals[oi]
+            flat = outs[k].reshape(-1)
+            n = int(np.size(v))
+            flat[off:off + n] = np.ravel(v)
+        return vals
 
     def keep_faster(self, prog: Any, again: Any) -> Any:
         """``again`` (planned with the measured choice) if it runs faster than ``prog``
@@ -318,15 +342,10 @@ class Tape:
         c = self.compiled
         if c is not None:
             return c.run(leaves, outs).__getitem__
-        vals = self.program.run(self.inputs_of(leaves))
+        vals = self.replay_into(leaves, outs)
         t = self._tiering
         if t is not None and not t.go.is_set():
             t.go.set()                   # the first call is done: compile in the background
-        for oi, (k, off) in self.placements.items():
-            v = vals[oi]
-            flat = outs[k].reshape(-1)
-            n = int(np.size(v))
-            flat[off:off + n] = np.ravel(v)
         return vals.__getitem__
 
     def _leaves(self, args):

@@ -29,7 +29,7 @@ from .firstrun import recorded_leaves
 from .record import Ref
 from .vm import HEAD
 
-__all__ = ['choose', 'better', 'numpy_seconds', 'MARGIN', 'MIN_GAIN']
+__all__ = ['choose', 'better', 'replay_faster', 'numpy_seconds', 'MARGIN', 'MIN_GAIN']
 
 MARGIN = 0.95            # NumPy must take at most this fraction of the kernels' time
 MIN_GAIN = 3e-6          # ... and save at least this many seconds per call
@@ -137,3 +137,24 @@ def better(tape, prog, again):
         old = min(old, _best(lambda: prog.run(leaves, outs), 1))
         new = min(new, _best(lambda: again.run(leaves, outs), 1))
     return new + extra < old           # units past MARGIN: any whole gain counts
+
+
+def replay_faster(tape, prog):
+    """Why ``tape``'s NumPy replay runs its recorded values faster than ``prog`` (loaded,
+    after the choice of its units) on the whole, by ``MARGIN`` and ``MIN_GAIN``; None
+    when it does not (the usual case) or the measurement is off.  A compiled tape is then
+    never slower than the replay it starts with: the sparse Jacobians of
+    benchmarks/sparse.py, whose ``np.pad`` runs in NumPy between kernels, were."""
+    if os.environ.get('TRACKED_NUMPY_CHOICE') == '0':
+        return None
+    leaves = [np.array(x, order='C') if isinstance(x, np.ndarray) else x
+              for x in recorded_leaves(tape)]
+    outs = tape.new_outs()
+    kern = numpy = float('inf')
+    for _ in range(ROUNDS):              # interleaved: both see the machine alike
+        kern = min(kern, _best(lambda: prog.run(leaves, outs), 1))
+        numpy = min(numpy, _best(lambda: tape.replay_into(leaves, outs), 1))
+    if numpy < kern - max(MIN_GAIN, (1 - MARGIN) * kern):
+        return (f'the NumPy replay measured faster on the whole ({numpy * 1e6:.0f} µs, '
+                f'{kern * 1e6:.0f} µs compiled)')
+    return None

@@ -89,8 +89,11 @@ class Tiering:
                 self.tape.warm(again)
                 prog = self.compiled = self.tape.keep_faster(prog, again)
                 self._mark('chosen')
-            self.tape.switch_to(self, prog)
-            self._mark('switched')
+            if self.tape.unless_replay_faster(prog) is not None:
+                self.tape.switch_to(self, prog)
+                self._mark('switched')
+            else:                          # the NumPy replay runs faster: it stays
+                self._mark('replay')
         except BaseException as e:     # noqa: BLE001 -- reported through compile_error
             self.error = e if isinstance(e, CompileError) else CompileError(
                 f'{type(e).__name__}: {e}')
