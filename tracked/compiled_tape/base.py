@@ -284,6 +284,8 @@ class Tape:
         because NumPy was measured faster.)"""
         if self.compiled is not None:
             return list(self.compiled.fallbacks)
+        if self._replay_faster is not None:
+            return list(self._replay_fallbacks)
         t = self._tiering
         if t is None:
             return None
@@ -310,7 +312,10 @@ class Tape:
         from .choice import replay_faster
         why = replay_faster(self, prog)
         self._replay_faster = why
-        return prog if why is None else None
+        if why is None:
+            return prog
+        self._replay_fallbacks = list(prog.fallbacks)   # what it had no kernel for
+        return None
 
     def replay_into(self, leaves: Any, outs: Any) -> list[Any]:
         """The NumPy replay on checked ``leaves``: the placed outputs written into
