@@ -13,9 +13,16 @@ def layer(W, b, x):
     return np.sum(np.tanh(x @ W + b) ** 2)
 
 
+REPLAY_FASTER = choice.replay_faster
+
+
 @pytest.fixture
 def measured(monkeypatch):
+    """The measurement on, the whole-program comparison with the replay off (where a
+    machine runs the replay faster, as one without SciPy's BLAS for numba does, it would
+    decide instead of the units' choice under test)."""
     monkeypatch.setenv('TRACKED_NUMPY_CHOICE', '1')
+    monkeypatch.setattr(choice, 'replay_faster', lambda tape, prog: None)
 
 
 def _args(n=256):
@@ -26,7 +33,6 @@ def _args(n=256):
 def test_unit_measured_faster_runs_in_numpy(measured, monkeypatch):
     monkeypatch.setattr(choice, 'numpy_seconds', lambda instrs, env: 0.0)   # NumPy made free
     monkeypatch.setattr(choice, 'better', lambda tape, prog, again: True)
-    monkeypatch.setattr(choice, 'replay_faster', lambda tape, prog: None)
     W, b, x = _args()
     tape = tr.GradientTape(layer, W, b, x, wrt=(0, 1))
     ct = tr.compile(tape, background=False)
@@ -62,7 +68,6 @@ def test_off_by_environment():
 def test_background_compile_switches_to_the_chosen_plan(measured, monkeypatch):
     monkeypatch.setattr(choice, 'numpy_seconds', lambda instrs, env: 0.0)
     monkeypatch.setattr(choice, 'better', lambda tape, prog, again: True)
-    monkeypatch.setattr(choice, 'replay_faster', lambda tape, prog: None)
     W, b, x = _args()
     ct = tr.compile(tr.GradientTape(layer, W, b, x, wrt=(0, 1)))
     ct.withgradient(W, b, x)
@@ -83,7 +88,8 @@ def test_new_plan_dropped_when_slower_on_the_whole(measured, monkeypatch):
 
 def _timed(monkeypatch, kernels, replay):
     """``choice._best`` answering ``kernels`` seconds for a compiled run, ``replay`` for
-    the NumPy replay (told apart by the call they time)."""
+    the NumPy replay (told apart by the call they time); the comparison on."""
+    monkeypatch.setattr(choice, 'replay_faster', REPLAY_FASTER)
     def best(fn, rounds=choice.ROUNDS):
         return replay if 'replay_into' in fn.__code__.co_names else kernels
     monkeypatch.setattr(choice, '_best', best)
