@@ -46,6 +46,11 @@ class NotSmooth(Exception):
     """The reference cannot differentiate here (a kink within a few steps)."""
 
 
+class StepsDisagree(NotSmooth):
+    """The differences at two steps disagree: a kink within a few steps, or rounding
+    amplified through nested differences (larger steps tell which)."""
+
+
 class Frozen:
     """The ignored values of one evaluation, replayed in the nearby evaluations of a
     finite difference (a stack: an inner difference inside an outer one replays the
@@ -98,7 +103,7 @@ def derivative(phi: Callable[[float], Any], frozen: Frozen, step: float = STEP) 
     d1 = (8 * (at[1] - at[-1]) - (at[2] - at[-2])) / (12 * step)
     d2 = (8 * (at[2] - at[-2]) - (at[4] - at[-4])) / (24 * step)
     if not np.allclose(d1, d2, rtol=1e-6, atol=1e-8):
-        raise NotSmooth(f'differences at two steps disagree: {d1} and {d2}')
+        raise StepsDisagree(f'differences at two steps disagree: {d1} and {d2}')
     right = (-3 * at[0] + 4 * at[1] - at[2]) / (2 * step)
     left = (3 * at[0] - 4 * at[-1] + at[-2]) / (2 * step)
     if np.any(np.abs(right - left) > KINK_RTOL * (1 + np.abs(d1))):
