@@ -41,6 +41,7 @@ FIRST_ORDER_RTOL = 1e-5        # central differences at 1e-6: error ~1e-9 of the
 SECOND_ORDER_RTOL = 1e-4       # second differences at 1e-4: error ~1e-7
 SAME_RTOL = 1e-8               # one computation at two levels: equal up to rounding
 VALUE_RTOL = 1e-6              # the reference's nested differences: ~1e-8
+REFERENCE_ROUNDING = 1e-4      # more than the reference's rounding ever is (3e-6 seen)
 
 # Exceptions that are documented refusals, not findings: (type, message pattern,
 # what must hold of the program, why).
@@ -358,9 +359,10 @@ def check_value(run: Run) -> None:
 
     Nested finite differences amplify rounding (by 1/step a level): three or four levels
     can be off by 1e-7, or disagree with themselves at two steps.  Where tracked and the
-    reference differ, or the reference's steps disagree, it is asked again at two larger
-    steps (less amplification, more truncation): if those agree with each other, the
-    more accurate value judges; if not, it cannot."""
+    reference differ by less than ``REFERENCE_ROUNDING``, or the reference's steps
+    disagree, it is asked again at larger steps (less amplification, more truncation):
+    at twice the step, then, unless that agrees with the first value, at four times; the
+    first two values that agree judge, and if none do, the reference cannot."""
     ref: float | None
     try:
         ref = _reference_value(run, STEP)
@@ -370,19 +372,25 @@ def check_value(run: Run) -> None:
         raise NotSmoothHere('the reference cannot differentiate at this point') from None
     if ref is not None and _close(run.centre, ref, VALUE_RTOL, 1e-2):
         return
+    if ref is not None and not _close(run.centre, ref, REFERENCE_ROUNDING, 1e-2):
+        raise Failure('value', f'f(*args) = {run.centre!r} with tracked, {ref!r} with the '
+                               f'reference implementation')
+    ref4: float | None = None
     try:
-        ref2, ref4 = _reference_value(run, 2 * STEP), _reference_value(run, 4 * STEP)
+        ref2 = _reference_value(run, 2 * STEP)
+        if ref is None or not _close(ref, ref2, VALUE_RTOL, 1e-2):
+            ref4 = _reference_value(run, 4 * STEP)
     except NotSmooth:
         if ref is None:
             raise NotSmoothHere('the reference cannot differentiate at this point') from None
         raise Undecided('the reference at larger steps finds a kink') from None
-    if not _close(ref2, ref4, VALUE_RTOL, 1e-2):
+    if ref4 is not None and not _close(ref2, ref4, VALUE_RTOL, 1e-2):
         raise Undecided(f'the reference is not accurate here: {ref!r}, {ref2!r}, {ref4!r} at '
                         f'steps {STEP}, {2 * STEP}, {4 * STEP}')
     if not _close(run.centre, ref2, VALUE_RTOL, 1e-2):
         raise Failure('value', f'f(*args) = {run.centre!r} with tracked, {ref!r}, {ref2!r} '
                                f'and {ref4!r} with the reference implementation at steps '
-                               f'{STEP}, {2 * STEP} and {4 * STEP}')
+                               f'{STEP}, {2 * STEP} and {4 * STEP} (None: not needed)')
 
 
 def check_withgradient(run: Run) -> None:
