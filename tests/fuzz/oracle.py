@@ -343,13 +343,26 @@ def _need_parameters(run: Run) -> None:
 # The checks (paths)
 # --------------------------------------------------------------------------
 
+# The reference's values by program source and step: it runs without tracked, so a
+# program checked again (the CI slice's teeth, with a rule of tracked changed) reuses them.
+_REFERENCE_VALUES: dict[tuple[str, float], float | NotSmooth] = {}
+
+
 def _reference_value(run: Run, step: float) -> float:
-    try:
-        return float(build(run.program, Reference(step))(*run.args()))
-    except NotSmooth:
-        raise
-    except Exception as e:           # a bug of the fuzzer's own, not of tracked
-        raise Failure('reference raises', f'{type(e).__name__}: {e}') from e
+    key = (render(run.program), step)
+    if key not in _REFERENCE_VALUES:
+        if len(_REFERENCE_VALUES) > 2000:
+            _REFERENCE_VALUES.clear()
+        try:
+            _REFERENCE_VALUES[key] = float(build(run.program, Reference(step))(*run.args()))
+        except NotSmooth as e:
+            _REFERENCE_VALUES[key] = e
+        except Exception as e:           # a bug of the fuzzer's own, not of tracked
+            raise Failure('reference raises', f'{type(e).__name__}: {e}') from e
+    value = _REFERENCE_VALUES[key]
+    if isinstance(value, NotSmooth):
+        raise value
+    return value
 
 
 def check_value(run: Run) -> None:
