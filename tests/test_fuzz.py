@@ -120,11 +120,13 @@ def test_no_judgement_at_a_kink():
     assert campaign.check_program(2000257, ['jvp']) == [NOT_SMOOTH]
 
 
-def test_what_the_campaign_with_seed_2_found_in_the_fuzzer():
+def test_what_the_campaigns_with_seeds_2_and_3_found_in_the_fuzzer():
     # a slope of 6e-7 within the rounding of differences of f (about 5e-9 here)
     assert campaign.check_program(2004692, ['withgradient']) == [PASSED]
     # Duplicated of a model an fmap made from a differentiated number: refused, documented
     assert campaign.check_program(2003080, ['withgradient']) == [SKIPPED]
+    # (seed 3) f linear, |f| = 133: second differences of f give 1.8e-6 for H = 0
+    assert campaign.check_program(3000307, ['hvp']) == [PASSED]
 
 
 def test_the_reference_checks_its_own_rounding():
