@@ -10,9 +10,9 @@ import pytest
 
 from tracked import registry
 
-from tests.fuzz import campaign
+from tests.fuzz import campaign, reference
 from tests.fuzz.generate import generate
-from tests.fuzz.oracle import CHECKS
+from tests.fuzz.oracle import CHECKS, NOT_SMOOTH, PASSED, SKIPPED
 from tests.fuzz.programs import features
 
 SLICE = [campaign.seed_of(0, i) for i in range(300)]
@@ -98,3 +98,38 @@ def test_a_rule_made_one_percent_wrong_is_caught(results):
     assert {'withgradient', 'jvp', 'hvp'} <= {f.check for f in caught}
     by_gradient = {f.seed for f in caught if f.check == 'withgradient' and f.kind == 'gradient'}
     assert len(by_gradient) >= 10
+
+
+def test_no_judgement_at_a_kink():
+    # Central differences are blind to a kink exactly at the point: at both steps they give
+    # the mean of the one-sided slopes, and agree.  The reference looks one-sidedly too.
+    frozen = reference.Frozen()
+    with pytest.raises(reference.NotSmooth, match='kink'):
+        reference.derivative(lambda t: max(t, 0.0) + 2.0 * t, frozen)
+    assert reference.derivative(np.sin, frozen) == pytest.approx(1.0, rel=1e-10)
+    # Programs of the 5 000-program campaign with seed 1 that sit on one: np.max of a
+    # constant whose entries are equal (1000270), a branch on a number that is exactly
+    # -0.0 (1000480, the kink cancels in mixed second differences), an array both passed
+    # to an inner function and closed over by it, so that a tree there ties it with itself
+    # plainly and not when differentiated (1002313, 1004797: the value depends on identity)
+    for seed, check in [(1000270, 'value'), (1000480, 'hvp'), (1002313, 'value'),
+                        (1004797, 'value')]:
+        assert campaign.check_program(seed, [check]) == [NOT_SMOOTH], seed
+    # seed 2000257: np.maximum of a repeated number and itself read by an inner jvp; f
+    # jumps there, and tracked's split of the tie makes f's value the mean of both sides
+    assert campaign.check_program(2000257, ['jvp']) == [NOT_SMOOTH]
+
+
+def test_what_the_campaigns_with_seeds_2_and_3_found_in_the_fuzzer():
+    # a slope of 6e-7 within the rounding of differences of f (about 5e-9 here)
+    assert campaign.check_program(2004692, ['withgradient']) == [PASSED]
+    # Duplicated of a model an fmap made from a differentiated number: refused, documented
+    assert campaign.check_program(2003080, ['withgradient']) == [SKIPPED]
+    # (seed 3) f linear, |f| = 133: second differences of f give 1.8e-6 for H = 0
+    assert campaign.check_program(3000307, ['hvp']) == [PASSED]
+
+
+def test_the_reference_checks_its_own_rounding():
+    # Three levels of nested differences amplify rounding to 2e-7 here (seed 1000915):
+    # the reference at two larger steps agrees with tracked to 1e-8
+    assert campaign.check_program(1000915, ['value']) == [PASSED]

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from .generate import generate
-from .oracle import CHECKS, PASSED, Failure, Run, run_check, signature, usable
+from .oracle import (CHECKS, NOT_SMOOTH, PASSED, UNDECIDED, Failure, Run, run_check, signature,
+                     usable)
 from .programs import Program, render
 from .shrink import shrink
 
@@ -34,6 +35,10 @@ class Results:
     seconds: float = 0.0
     failures: list[Failed] = field(default_factory=list)
     passed: dict[str, int] = field(default_factory=dict)      # per check
+    not_smooth: dict[str, int] = field(default_factory=dict)  # per check
+    undecided: dict[str, int] = field(default_factory=dict)   # per check
+    not_smooth_programs: int = 0     # not judged by some check: a kink at the sample point
+    undecided_programs: int = 0      # not judged by some check: the reference's own error
 
     def failing_programs(self) -> int:
         return len({f.seed for f in self.failures})
@@ -54,7 +59,7 @@ def seed_of(campaign_seed: int, i: int) -> int:
     return campaign_seed * 1_000_000 + i
 
 
-Outcome = list[Union[Failed, str]]       # per check: the failure, or PASSED / SKIPPED
+Outcome = list[Union[Failed, str]]   # per check: the failure, PASSED, SKIPPED, NOT_SMOOTH...
 
 
 def check_program(seed: int, checks: Iterable[str] = CHECKS) -> Outcome | None:
@@ -87,6 +92,8 @@ def run(seeds: Iterable[int], checks: Iterable[str] = CHECKS, jobs: int = 1) -> 
     else:
         outcomes = map(_check_program, work)
     res.passed = {name: 0 for name in checks}
+    res.not_smooth = {name: 0 for name in checks}
+    res.undecided = {name: 0 for name in checks}
     for outcome in outcomes:
         res.programs += 1
         if outcome is None:
@@ -97,6 +104,12 @@ def run(seeds: Iterable[int], checks: Iterable[str] = CHECKS, jobs: int = 1) -> 
                 res.failures.append(o)
             elif o == PASSED:
                 res.passed[name] += 1
+            elif o == NOT_SMOOTH:
+                res.not_smooth[name] += 1
+            elif o == UNDECIDED:
+                res.undecided[name] += 1
+        res.not_smooth_programs += NOT_SMOOTH in outcome
+        res.undecided_programs += UNDECIDED in outcome
     res.seconds = time.monotonic() - start
     return res
 
@@ -116,10 +129,16 @@ def describe(check: str, group: list[Failed], program: Program, message: str) ->
 
 
 def summary(res: Results) -> str:
+    def share(n: int) -> str:
+        return f'{n} ({100 * n / max(res.programs, 1):.1f}%)'
     lines = [f'{res.programs} programs in {res.seconds:.1f} s ({res.rejected} rejected: value '
-             f'not finite or too large); {res.failing_programs()} fail at least one check']
-    lines.append(f'  {"check":22s} {"failing":>8s} {"passing":>8s}  (the rest: skipped)')
+             f'not finite or too large); {res.failing_programs()} fail at least one check; '
+             f'{share(res.not_smooth_programs)} not judged by some check for a kink at the '
+             f'sample point, {share(res.undecided_programs)} for the reference\'s own error']
+    lines.append(f'  {"check":22s} {"failing":>8s} {"passing":>8s} {"kink":>8s} '
+                 f'{"undecided":>9s}  (the rest: skipped)')
     for check in res.passed:
         failing = len({f.seed for f in res.by_check(check)})
-        lines.append(f'  {check:22s} {failing:8d} {res.passed[check]:8d}')
+        lines.append(f'  {check:22s} {failing:8d} {res.passed[check]:8d} '
+                     f'{res.not_smooth[check]:8d} {res.undecided[check]:9d}')
     return '\n'.join(lines)

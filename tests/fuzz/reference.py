@@ -4,9 +4,23 @@ NumPy, the tree semantics of ``semantics.py``, and finite differences.
 ``build(program, Reference())`` runs a program with this object as its ``tr``: every
 inner derivative is computed by central differences of fourth order, taken at steps
 ``h`` and ``2h``; where the two disagree the function is not smooth there (a branch
-boundary within ``4h``), and ``NotSmooth`` is raised instead of a number.  Errors of
-order 1e-12 per level of nesting leave the value of a whole program accurate to
-about 1e-8, far inside the tolerance of the value check.
+boundary within ``4h``), and ``NotSmooth`` is raised instead of a number.  A kink
+exactly at the point (a tie of ``np.max`` or ``np.maximum`` between two parameters, a
+branch whose condition is exactly at its boundary) is symmetric: both central
+differences give the mean of the two one-sided slopes, and agree.  One-sided
+differences of second order see it: they differ by the jump of the slope, where on a
+smooth function they differ by ``h^3/2`` times its fourth derivative.  Errors of order
+1e-12 per level of nesting usually leave the value of a whole program accurate to
+about 1e-8; rounding errors amplified through three or four levels of differences can
+reach 1e-7, so the value check asks the reference at larger steps too before it calls
+a difference a failure (``oracle.check_value``).
+
+A differentiated call runs its function on new objects (tracked's boxes, the
+reference's rebuilt arrays), while the plain call that gives its value runs it on the
+arguments themselves.  Where the function also closes over one of the arguments and
+puts both in one tree of an inner call, the plain call sees one tied array and the
+differentiated one two leaves: the value depends on the arguments' identity, not only
+on their values, and jumps at this very point.  ``NotSmooth`` too.
 
 ``ignore_derivatives`` freezes values for differentiation: the differences of a
 function that calls it are taken with the ignored values of the central evaluation,
@@ -23,12 +37,18 @@ import numpy as np
 from .semantics import CONTAINERS, Parameters, is_array, is_number, items, leaves, tree_map
 
 STEP = 1e-3
+KINK_RTOL = 1e-4        # one-sided slopes that differ by more: a kink (smooth: below 1e-6)
 
 WithGradient = namedtuple('WithGradient', ['val', 'grad'])
 
 
 class NotSmooth(Exception):
     """The reference cannot differentiate here (a kink within a few steps)."""
+
+
+class StepsDisagree(NotSmooth):
+    """The differences at two steps disagree: a kink within a few steps, or rounding
+    amplified through nested differences (larger steps tell which)."""
 
 
 class Frozen:
@@ -53,26 +73,41 @@ class Frozen:
                 break
         return v
 
+    def aside(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` evaluated as if it had not been: the ignored values it records are
+        dropped and those it replays will be replayed again."""
+        saved = [(values, len(values), position, position[0]) for _, values, position in self.stack]
+        try:
+            return fn()
+        finally:
+            for values, n, position, p in saved:
+                del values[n:]
+                position[0] = p
 
-def derivative(phi: Callable[[float], Any], frozen: Frozen) -> np.ndarray:
-    """``d phi(t) / dt`` at 0: fourth-order central differences at ``STEP`` and twice it."""
+
+def derivative(phi: Callable[[float], Any], frozen: Frozen, step: float = STEP) -> np.ndarray:
+    """``d phi(t) / dt`` at 0: fourth-order central differences at ``step`` and twice it,
+    after checking that ``phi`` has no kink at 0 (one-sided differences)."""
     recorded: list[Any] = []
     frozen.stack.append(('record', recorded, [0]))
     try:
-        phi(0.0)
+        at = {0: np.asarray(phi(0.0), dtype=float)}
     finally:
         frozen.stack.pop()
-    at = {}
     for k in (1, -1, 2, -2, 4, -4):
         frozen.stack.append(('replay', recorded, [0]))
         try:
-            at[k] = np.asarray(phi(k * STEP), dtype=float)
+            at[k] = np.asarray(phi(k * step), dtype=float)
         finally:
             frozen.stack.pop()
-    d1 = (8 * (at[1] - at[-1]) - (at[2] - at[-2])) / (12 * STEP)
-    d2 = (8 * (at[2] - at[-2]) - (at[4] - at[-4])) / (24 * STEP)
+    d1 = (8 * (at[1] - at[-1]) - (at[2] - at[-2])) / (12 * step)
+    d2 = (8 * (at[2] - at[-2]) - (at[4] - at[-4])) / (24 * step)
     if not np.allclose(d1, d2, rtol=1e-6, atol=1e-8):
-        raise NotSmooth(f'differences at two steps disagree: {d1} and {d2}')
+        raise StepsDisagree(f'differences at two steps disagree: {d1} and {d2}')
+    right = (-3 * at[0] + 4 * at[1] - at[2]) / (2 * step)
+    left = (3 * at[0] - 4 * at[-1] + at[-2]) / (2 * step)
+    if np.any(np.abs(right - left) > KINK_RTOL * (1 + np.abs(d1))):
+        raise NotSmooth(f'a kink: one-sided slopes {right} and {left}')
     return d1
 
 
@@ -100,8 +135,9 @@ class Reference:
     Duplicated = Duplicated
     Const = Const
 
-    def __init__(self) -> None:
+    def __init__(self, step: float = STEP) -> None:
         self.frozen = Frozen()
+        self.step = step
 
     # -------------------------------------------------------------- helpers
 
@@ -113,7 +149,7 @@ class Reference:
             e = np.zeros(params.size)
             e[i] = 1.0
             cols.append(np.ravel(derivative(
-                lambda t: np.ravel(fun(params.rebuild(theta + t * e))), self.frozen)))
+                lambda t: np.ravel(fun(params.rebuild(theta + t * e))), self.frozen, self.step)))
         if not cols:
             return np.zeros((np.size(fun(params.tree)), 0))
         return np.stack(cols, axis=-1)
@@ -121,7 +157,8 @@ class Reference:
     def _along(self, fun: Callable[[Any], Any], params: Parameters,
                direction: np.ndarray) -> np.ndarray:
         theta = params.theta()
-        return derivative(lambda t: fun(params.rebuild(theta + t * direction)), self.frozen)
+        return derivative(lambda t: fun(params.rebuild(theta + t * direction)), self.frozen,
+                          self.step)
 
     def _slots(self, params: Parameters, columns: np.ndarray) -> Any:
         """Per parameter its block of ``columns`` (m, n), shaped as tracked documents a
@@ -132,10 +169,24 @@ class Reference:
             blocks.append(block[:, 0] if not isinstance(s, np.ndarray) else block)
         return params.mirror_slots(blocks)
 
+    def _value(self, f: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """``f(*args)``, the value a differentiated call gives, which must not depend on
+        the arguments' identity: NotSmooth where ``f`` gives another value on new arrays
+        with the same values (the derivatives are taken on such)."""
+        val = f(*args)
+        params = Parameters(args, arguments=True)
+        again = self.frozen.aside(lambda: f(*params.rebuild(params.theta())))
+        if len(leaves(val)) != len(leaves(again)) or not all(
+                np.allclose(a, b, rtol=1e-9, atol=1e-12)
+                for a, b in zip(leaves(val), leaves(again))):
+            raise NotSmooth(f'the value depends on the identity of the arguments: {val} with '
+                            f'the arguments themselves, {again} with new arrays')
+        return val
+
     # -------------------------------------------------------------- reverse mode
 
     def withgradient(self, f: Callable[..., Any], *args: Any) -> WithGradient:
-        val = f(*args)
+        val = self._value(f, args)
         params = Parameters(args, arguments=True)
         g = self._jacobian(lambda a: _first(f(*a)), params)[0]
         return WithGradient(val, params.mirror(g))
@@ -146,7 +197,7 @@ class Reference:
         return self.withgradient(f, *args).grad
 
     def pullback(self, f: Callable[..., Any], *args: Any) -> tuple[Any, Callable[..., Any]]:
-        y = f(*args)
+        y = self._value(f, args)
 
         def back(dy: Any) -> Any:
             params = Parameters(args, arguments=True)
@@ -196,8 +247,9 @@ class Reference:
             e[i] = 1.0
 
             def slope(s: float) -> Any:
-                return derivative(lambda t: f(*params.rebuild(theta + (s + t) * e)), self.frozen)
-            diag[i] = derivative(slope, self.frozen)
+                return derivative(lambda t: f(*params.rebuild(theta + (s + t) * e)), self.frozen,
+                                  self.step)
+            diag[i] = derivative(slope, self.frozen, self.step)
         return params.mirror(diag)
 
     def jvp(self, f: Callable[..., Any], args: Any, tangents: Any) -> tuple[Any, Any]:
@@ -205,7 +257,7 @@ class Reference:
             args, tangents = (args,), (tangents,)
         params = Parameters(args, arguments=True)
         direction = params.flat(_aligned(args, tangents))
-        return f(*args), self._along(lambda a: f(*a), params, direction)
+        return self._value(f, args), self._along(lambda a: f(*a), params, direction)
 
     # -------------------------------------------------------------- the rest
 
