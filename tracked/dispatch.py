@@ -450,9 +450,9 @@ def bind_keywords(fun: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
         else:
             break           # a required argument is missing: NumPy's own error follows
     for k, v in list(kwargs.items()):
-        if isinstance(v, Box) and getattr(plain(v), 'dtype', None) is not None \
-                and plain(v).dtype.kind in 'iub' and plain(v).ndim == 0:
-            kwargs[k] = operator.index(v)  # type: ignore[arg-type]  # a size, an axis
+        pv: Any = plain(v) if isinstance(v, Box) else None
+        if getattr(pv, 'ndim', None) == 0 and pv.dtype.kind in 'iub':
+            kwargs[k] = operator.index(v)       # an integer used as a size or axis
         elif holds_tracked(v):
             what = name or registry.display_name(fun)
             raise TypeError(f'{what}: the tracked keyword argument {k}= cannot be passed '

@@ -88,12 +88,10 @@ def test_new_plan_dropped_when_slower_on_the_whole(measured, monkeypatch):
 
 
 def _timed(monkeypatch, kernels, replay):
-    """``choice._best`` answering ``kernels`` seconds for a compiled run, ``replay`` for
-    the NumPy replay (told apart by the call they time); the comparison on."""
+    """The race of the compiled program against the NumPy replay answering ``kernels``
+    and ``replay`` seconds; the comparison on."""
     monkeypatch.setattr(choice, 'replay_faster', REPLAY_FASTER)
-    def best(fn, rounds=choice.ROUNDS):
-        return replay if 'replay_into' in fn.__code__.co_names else kernels
-    monkeypatch.setattr(choice, '_best', best)
+    monkeypatch.setattr(choice, '_race', lambda tape, first, second: (kernels, replay))
 
 
 @pytest.mark.parametrize('background', [False, True], ids=['foreground', 'background'])

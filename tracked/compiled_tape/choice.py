@@ -128,14 +128,8 @@ def better(tape, prog, again):
     what its fallbacks cost around it (operands read from memory, the general call path
     instead of the generated one: ``GENERAL_PATH``), which at W2's batch 16 outweighed
     the gains."""
-    leaves = [np.array(x, order='C') if isinstance(x, np.ndarray) else x
-              for x in recorded_leaves(tape)]
-    outs = tape.new_outs()
     extra = GENERAL_PATH if again.py_steps and not prog.py_steps else 0.0
-    old = new = float('inf')
-    for _ in range(ROUNDS):              # interleaved: both see the machine alike
-        old = min(old, _best(lambda: prog.run(leaves, outs), 1))
-        new = min(new, _best(lambda: again.run(leaves, outs), 1))
+    old, new = _race(tape, prog.run, again.run)
     return new + extra < old           # units past MARGIN: any whole gain counts
 
 
@@ -147,14 +141,21 @@ def replay_faster(tape, prog):
     benchmarks/sparse.py, whose ``np.pad`` runs in NumPy between kernels, were."""
     if os.environ.get('TRACKED_NUMPY_CHOICE') == '0':
         return None
-    leaves = [np.array(x, order='C') if isinstance(x, np.ndarray) else x
-              for x in recorded_leaves(tape)]
-    outs = tape.new_outs()
-    kern = numpy = float('inf')
-    for _ in range(ROUNDS):              # interleaved: both see the machine alike
-        kern = min(kern, _best(lambda: prog.run(leaves, outs), 1))
-        numpy = min(numpy, _best(lambda: tape.replay_into(leaves, outs), 1))
+    kern, numpy = _race(tape, prog.run, tape.replay_into)
     if numpy < kern - max(MIN_GAIN, (1 - MARGIN) * kern):
         return (f'the NumPy replay measured faster on the whole ({numpy * 1e6:.0f} µs, '
                 f'{kern * 1e6:.0f} µs compiled)')
     return None
+
+
+def _race(tape, first, second):
+    """The best seconds of ``first(leaves, outs)`` and of ``second(leaves, outs)`` on
+    ``tape``'s recorded values, timed in interleaved rounds (both see the machine alike)."""
+    leaves = [np.array(x, order='C') if isinstance(x, np.ndarray) else x
+              for x in recorded_leaves(tape)]
+    outs = tape.new_outs()
+    a = b = float('inf')
+    for _ in range(ROUNDS):
+        a = min(a, _best(lambda: first(leaves, outs), 1))
+        b = min(b, _best(lambda: second(leaves, outs), 1))
+    return a, b
