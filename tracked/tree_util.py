@@ -327,15 +327,16 @@ register_node(collections.defaultdict,
 # flatten, unflatten
 # --------------------------------------------------------------------------
 
-class _ById:
-    """An unhashable static (an array, a set): compared by identity."""
+class ById:
+    """An object compared by identity (an unhashable static: an array, a set; the
+    compiler's cache keys hold a module's globals so)."""
     __slots__ = ('obj',)
 
     def __init__(self, obj):
         self.obj = obj
 
     def __eq__(self, other):
-        return type(other) is _ById and other.obj is self.obj
+        return type(other) is ById and other.obj is self.obj
 
     def __hash__(self):
         return id(self.obj)
@@ -345,7 +346,7 @@ class _ById:
 
 
 class _AuxTuple(tuple):
-    """A registered node's aux tuple whose unhashable items were wrapped in ``_ById``."""
+    """A registered node's aux tuple whose unhashable items were wrapped in ``ById``."""
     __slots__ = ()
 
 
@@ -353,19 +354,19 @@ def _hashable(x):
     """``x`` as part of a TreeDef: itself if hashable, else compared by identity (a
     tuple item by item, so that a fresh aux tuple holding an array still compares)."""
     if type(x) is np.ndarray:
-        return _ById(x)
+        return ById(x)
     try:
         hash(x)
     except TypeError:
         if type(x) is tuple:
             return _AuxTuple([_hashable(v) for v in x])
-        return _ById(x)
+        return ById(x)
     return x
 
 
 def _unwrap(x):
     t = type(x)
-    if t is _ById:
+    if t is ById:
         return x.obj
     if t is _AuxTuple:
         return tuple([_unwrap(v) for v in x])
@@ -487,7 +488,7 @@ def _unflatten(d, leaves, statics, made):
         if not statics:
             return None
         v = d[2]
-        return v.obj if type(v) is _ById else v
+        return v.obj if type(v) is ById else v
     if kind == REF:
         return made[d[1]]
     cls, aux, kids = d[1], d[2], d[3]
@@ -713,7 +714,7 @@ def _statics(d, out):
     kind = d[0]
     if kind == STATIC:
         v = d[2]
-        out.append(v.obj if type(v) is _ById else v)
+        out.append(v.obj if type(v) is ById else v)
     elif kind not in (LEAF, REF):
         for k in d[3]:
             _statics(k, out)
@@ -809,7 +810,7 @@ def _make_matcher(form, nleaves, checks, distinct):
             v = d[2]
             if v is None:
                 emit(f'if {expr} is not None: return None')
-            elif type(v) is _ById:
+            elif type(v) is ById:
                 emit(f'if {expr} is not {const(v.obj)}: return None')
             else:
                 k = const(v)

@@ -24,7 +24,7 @@ import types
 
 import numpy as np
 
-from ..tree_util import flatten, register_node, unflatten
+from ..tree_util import ById, flatten, register_node, unflatten
 from ..boxes import Tracked
 from .trees import TrackedArgumentError, is_input
 
@@ -112,7 +112,7 @@ def capture(f):
     layout = (len(cells) if cells else 0, len(defaults) if defaults else 0, 1 if kw else 0,
               names, t is types.MethodType)
     key_statics = tuple(statics)
-    return (code, _Id(g), layout, key_statics), tuple(dynamic), (fn, layout, key_statics)
+    return (code, ById(g), layout, key_statics), tuple(dynamic), (fn, layout, key_statics)
 
 
 def _cells(cells):
@@ -167,20 +167,6 @@ register_node(Captured, lambda c: (c.arrays, c.treedef),
 
 class _Dyn:
     """The place of a dynamic value among the statics of a key."""
-
-
-class _Id:
-    """An object (a module's globals) compared by identity, and kept alive by the key."""
-    __slots__ = ('obj',)
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __eq__(self, other):
-        return type(other) is _Id and other.obj is self.obj
-
-    def __hash__(self):
-        return id(self.obj)
 
 
 class Rebound:
