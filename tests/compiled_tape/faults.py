@@ -26,7 +26,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-ARTEFACTS = ('py', 'nbi', 'nbc', 'manifest')
+ARTEFACTS = ('py', 'nbi', 'nbc', 'll', 'o', 'manifest')   # numba's module; a native kernel
 FAULTS = ('truncate', 'random', 'flip', 'delete')
 X = np.linspace(-1.0, 1.0, 5)
 
@@ -76,6 +76,7 @@ def run(mode):
     import tracked as tr
     from tracked.compiled_tape import cache, entries
     cache._loaded.clear()                  # as a new process: nothing loaded yet
+    cache.built_here.clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         tape = tr.compile(tr.GradientTape(f, X), background=mode == 'background')
@@ -83,11 +84,12 @@ def run(mode):
         switched = tape.wait(600)
         got = tape.gradient(X * 0.5)[0]
     want = tr.GradientTape(f, X).gradient(X * 0.5)[0]
-    names = [k.name for k in tape.compiled.kernels] + [tape.compiled.entry_name] \
-        if tape.compiled is not None else []
+    names = [n for n, _ in tape.compiled.sources()] if tape.compiled is not None else []
+    missed = [n for n in names if (n in cache.built_here if entries.source_file(n).endswith('.ll')
+                                   else entries.missed(sys.modules[n]))]
     return {'right': bool(np.allclose(got, want, rtol=1e-12, atol=1e-14)),
             'compiled': bool(switched and tape.compiled is not None),
-            'from_cache': bool(names) and not any(entries.missed(sys.modules[n]) for n in names),
+            'from_cache': bool(names) and not missed,
             'warnings': [str(w.message) for w in caught if w.category is cache.CacheWarning],
             'error': str(tape.compile_error or '')}
 

@@ -95,7 +95,9 @@ def test_a_folder_that_cannot_be_written_gives_one_warning_and_a_temporary_one(
 def test_a_full_disk_met_by_the_compiling_process_moves_to_a_temporary_folder(
         fresh_cache, monkeypatch):
     # numba's own writes fail in the compiling process: it names the errno, and the
-    # compilation is done again in a temporary folder
+    # compilation is done again in a temporary folder (numba's kernels: native ones are
+    # built without a process)
+    monkeypatch.setenv('TRACKED_NATIVE', '0')
     full = (f'import sys\nif sys.argv[2].startswith({str(fresh_cache)!r}):\n'
             f'    sys.exit("OSError: [Errno {errno.ENOSPC}] No space left on device")\n')
     monkeypatch.setattr(cache, 'WORKER', full + cache.WORKER)
@@ -139,7 +141,8 @@ def test_kernels_whose_first_result_differs_from_numpy_are_not_used(fresh_cache,
     assert ct.compiled is None and _right(ct)
 
 
-def test_the_background_compile_first_loads_in_the_compiling_process(fresh_cache):
+def test_the_background_compile_first_loads_in_the_compiling_process(fresh_cache, monkeypatch):
+    monkeypatch.setenv('TRACKED_NATIVE', '0')        # numba's kernels (native: test_native.py)
     ct = tr.compile(_tape())
     assert ct.wait(TIMEOUT), ct.compile_error
     assert ct._tiering.proc is not None and ct._tiering.proc.returncode == 0

@@ -1,8 +1,11 @@
 """Tiered execution (tracked/compiled_tape/tiers.py): a compiled tape replays in NumPy until
-a background process has compiled its kernels, then switches; failures leave the replay.
+its kernels are compiled -- native ones in a background thread, numba's in a background
+process -- then switches; failures leave the replay.
 
-Each test compiles into its own empty cache folder, so the background process really
-compiles (a few small kernels: seconds, bounded by the waits' timeouts)."""
+Each test compiles into its own empty cache folder, so the kernels really compile (a few
+small kernels: seconds, bounded by the waits' timeouts).  The tests of the compiling
+process turn native kernels off (``TRACKED_NATIVE=0``): with them every kernel here is
+built without a process (test_native.py)."""
 import json
 import subprocess
 import sys
@@ -74,6 +77,7 @@ def test_rounding_aside_the_switch_changes_nothing(fresh_cache, held_switch):
 
 
 def test_a_failed_compile_leaves_the_numpy_replay(fresh_cache, monkeypatch):
+    monkeypatch.setenv('TRACKED_NATIVE', '0')
     monkeypatch.setattr(cache, 'WORKER', 'import sys; sys.exit("no compiler here")')
     ct = tr.compile(tr.GradientTape(exact, np.ones(4)))
     assert ct.wait(TIMEOUT) is False
@@ -83,6 +87,7 @@ def test_a_failed_compile_leaves_the_numpy_replay(fresh_cache, monkeypatch):
 
 
 def test_a_killed_compile_leaves_the_numpy_replay(fresh_cache, monkeypatch):
+    monkeypatch.setenv('TRACKED_NATIVE', '0')
     monkeypatch.setattr(cache, 'WORKER', 'import time; time.sleep(600)')
     ct = tr.compile(tr.GradientTape(exact, np.ones(4)))
     ct.gradient(np.ones(4))                          # the first call starts the compilation
@@ -105,7 +110,10 @@ warnings.simplefilter('error')              # no CacheWarning: nothing was damag
 tape = tr.compile(tr.GradientTape(smooth, np.linspace(-1.0, 1.0, 37), 1.5, wrt=(0,)),
                   background=sys.argv[1] == 'background')
 assert tape.wait(600), tape.compile_error
-hits = [sys.modules[k.name].__dict__[k.name].cache_hits for k in tape.compiled.kernels]
+from tracked.compiled_tape import cache, entries
+hits = [int(not (n in cache.built_here if entries.source_file(n).endswith('.ll')
+                 else entries.missed(sys.modules[n])))
+        for n, _ in tape.compiled.sources() if not n.startswith('vm_')]
 v, (g, _) = tape.withgradient(np.cos(np.arange(37.0)), 0.5)
 e, (eg, _) = tr.withgradient(smooth, np.cos(np.arange(37.0)), 0.5)
 print(hits, bool(np.allclose(v, e, rtol=1e-13) and np.allclose(g, eg, rtol=1e-13)))
@@ -119,9 +127,13 @@ def _python(code, *args):
                             text=True)
 
 
-def test_two_processes_compiling_the_same_kernels_do_not_corrupt_the_cache(fresh_cache):
-    # one compiling in the background (a compiling process), one in the foreground,
-    # started together: both publish the same entries; each keeps the one it finds
+@pytest.mark.parametrize('native', ['0', '1'])
+def test_two_processes_compiling_the_same_kernels_do_not_corrupt_the_cache(fresh_cache,
+                                                                          monkeypatch, native):
+    # one compiling in the background (a thread or a compiling process), one in the
+    # foreground, started together: both publish the same entries; each keeps the one it
+    # finds
+    monkeypatch.setenv('TRACKED_NATIVE', native)
     procs = [_python(_COMPILE, how) for how in ('background', 'foreground')]
     for p in procs:
         out, err = p.communicate(timeout=TIMEOUT)
@@ -138,17 +150,17 @@ def test_two_processes_compiling_the_same_kernels_do_not_corrupt_the_cache(fresh
 def test_one_compiling_process_at_a_time_and_shared_kernels_compile_once(fresh_cache,
                                                                           monkeypatch):
     running, most, started = [0], [0], []
-    compile_elsewhere = tiers.Tiering._compile_elsewhere
+    compile_all = tiers.Tiering._compile
 
-    def counted(self, sources):
+    def counted(self, sources, cache):
         running[0] += 1
         most[0] = max(most[0], running[0])
         started.append(sources)
         try:
-            compile_elsewhere(self, sources)
+            compile_all(self, sources, cache)
         finally:
             running[0] -= 1
-    monkeypatch.setattr(tiers.Tiering, '_compile_elsewhere', counted)
+    monkeypatch.setattr(tiers.Tiering, '_compile', counted)
     # the same operations on other sizes: the same kernels, which the first process
     # compiles and the second tape then finds in the cache
     tapes = [tr.compile(tr.GradientTape(smooth, np.linspace(0.1, 1.0, n), 2.0)) for n in (5, 9)]

@@ -1,8 +1,9 @@
 """One entry of the disk cache: a module's source and numba's files, with their hashes.
 
 An entry is a folder ``<name>/`` holding ``<name>.py``, numba's ``__pycache__/*.nbi``
-(index) and ``*.nbc`` (machine code), and ``MANIFEST``: the SHA-256 of each of those,
-written last.  ``check`` compares every file with it before numba reads any, so a
+(index) and ``*.nbc`` (machine code) -- or, for a kernel compiled by LLVM directly
+(native.py), ``<name>.ll`` and ``<name>.o`` -- and ``MANIFEST``: the SHA-256 of each of
+those, written last.  ``check`` compares every file with it before numba reads any, so a
 truncated file, random bytes or one flipped bit is caught before it is loaded.
 ``execute`` runs a module's source from memory (no ``.pyc``: no bytecode to damage),
 with numba's cache beside the file it names.
@@ -19,8 +20,8 @@ import tempfile
 import time
 import types
 
-__all__ = ['MANIFEST', 'WORKER', 'write', 'write_manifest', 'check', 'execute', 'missed',
-           'worker']
+__all__ = ['MANIFEST', 'WORKER', 'source_file', 'read', 'write', 'write_manifest', 'check',
+           'execute', 'missed', 'worker']
 
 MANIFEST = 'MANIFEST'
 
@@ -33,11 +34,18 @@ WORKER = ('import importlib.util as u, sys\n'
           'm.worker(sys.argv[2:])\n')
 
 
+def source_file(name):
+    """The file of an entry holding its source: ``<name>.py`` for numba's modules,
+    ``<name>.ll`` (LLVM IR) for a native kernel ``n_<hash>`` (native.py), whose
+    machine code is ``<name>.o`` beside it."""
+    return name + ('.ll' if name.startswith('n_') else '.py')
+
+
 def _digest(data):
     return hashlib.sha256(data).hexdigest()
 
 
-def _read(path):
+def read(path):
     with open(path, 'rb') as fh:
         return fh.read()
 
@@ -73,7 +81,7 @@ def _files(folder):
 
 def write_manifest(folder):
     """Write the MANIFEST of the entry in ``folder``: the hash of each of its files."""
-    files = {rel: _digest(_read(os.path.join(folder, rel))) for rel in _files(folder)}
+    files = {rel: _digest(read(os.path.join(folder, rel))) for rel in _files(folder)}
     write(os.path.join(folder, MANIFEST), json.dumps({'files': files}, indent=1).encode())
 
 
@@ -82,20 +90,20 @@ def check(folder, name, source=None):
     None if every file matches its MANIFEST (and the source is ``source``)."""
     path = os.path.join(folder, MANIFEST)
     try:
-        files = json.loads(_read(path))['files']
+        files = json.loads(read(path))['files']
         if not isinstance(files, dict):
             raise TypeError
     except FileNotFoundError:
         return f'{path} is missing'
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         return f'{path} is not a manifest'
-    py = f'{name}.py'
+    py = source_file(name)
     if py not in files or (source is not None and files[py] != _digest(source.encode())):
         return f'{os.path.join(folder, py)} is not the source of {name}'
     for rel, digest in files.items():
         path = os.path.join(folder, rel)
         try:
-            data = _read(path)
+            data = read(path)
         except OSError as e:
             return f'{path}: {e.strerror or e}'
         if _digest(data) != digest:
@@ -139,7 +147,7 @@ def worker(argv):
     for name in sorted(os.listdir(job)):
         folder = os.path.join(job, name)
         path = os.path.join(folder, f'{name}.py')
-        source = _read(path).decode()
+        source = read(path).decode()
         start = time.process_time()
         execute(name, source, path)
         del sys.modules[name]

@@ -98,17 +98,21 @@ class VM:
         self.fn = None
 
     def sources(self):
-        """``[(module name, source)]`` of the kernels and the entry."""
-        return [(k.name, cache.kernel_module(k)) for k in self.kernels] + \
-            [(self.entry_name, self.entry_source)]
+        """``[(cache name, source)]`` of the kernels (LLVM IR for a native one, numba's
+        module otherwise) and the entry."""
+        return [_source(k) for k in self.kernels] + [(self.entry_name, self.entry_source)]
 
     def bind(self, compile=True):
-        """Load the kernels (numba loads them from the disk cache or, unless ``compile``
-        is False, compiles them) and write their addresses into ``T``."""
+        """Load the kernels (from the disk cache or, unless ``compile`` is False,
+        compiling them: LLVM for native ones, numba for the others) and write their
+        addresses into ``T``."""
         addr = {}
         for k in self.kernels:
-            m = cache.load(k.name, cache.kernel_module(k), compile)
-            addr[k.name] = getattr(m, k.name).address
+            name, source = _source(k)
+            if name != k.name:
+                addr[k.name] = cache.load_native(name, source, compile)
+            else:
+                addr[k.name] = getattr(cache.load(name, source, compile), name).address
         self.fn = cache.load(self.entry_name, self.entry_source, compile).vm
         T = self.T
         T[1] = self.C.ctypes.data
@@ -117,6 +121,26 @@ class VM:
             T[HEAD + 3 * s] = addr[name] if name is not None else 0
             T[HEAD + 1 + 3 * s] = p
             T[HEAD + 2 + 3 * s] = guard
+
+
+_native: dict[Any, Any] = {}     # (kernel name, native on) -> (cache name, source)
+
+
+def _source(kernel):
+    """``(cache name, source)`` of ``kernel``: its native form (native.py) when the
+    translation accepts it and ``$TRACKED_NATIVE`` is not '0', else numba's module."""
+    from . import native
+    on = native.enabled()
+    got = _native.get((kernel.name, on))
+    if got is None:
+        got = (kernel.name, cache.kernel_module(kernel))
+        if on:
+            try:
+                got = native.translate(kernel)
+            except native.Unsupported:
+                pass
+        _native[kernel.name, on] = got
+    return got
 
 
 # --------------------------------------------------------------------------
