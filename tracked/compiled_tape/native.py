@@ -577,9 +577,8 @@ class _Function:
                     one, zero = K['i64'](1), K['i64'](0)
                     pos = b.select(b.icmp_signed('>', v, zero), one, zero)
                     return b.select(b.icmp_signed('<', v, zero), K['i64'](-1), pos), 'i64'
-                one, zero = K[k](1.0), K[k](0.0)
-                r = b.select(b.fcmp_ordered('==', v, zero), zero, v)        # NaN stays
-                r = b.select(b.fcmp_ordered('<', v, zero), K[k](-1.0), r)
+                one, zero = K[k](1.0), K[k](0.0)         # zeros and NaN: themselves
+                r = b.select(b.fcmp_ordered('<', v, zero), K[k](-1.0), v)
                 return b.select(b.fcmp_ordered('>', v, zero), one, r), k
             if fn in ('isnan', 'isinf', 'isfinite'):
                 if k not in ('f64', 'f32'):

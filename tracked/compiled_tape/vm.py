@@ -228,7 +228,8 @@ def blas_helpers():
 def run_kernel(kernel, arrays, params, constants=()):
     """Run ``kernel`` once on ``arrays`` (one per array parameter) with its integer
     ``params`` and float ``constants``; returns what it returns (0: a guard failed).
-    For tests and debugging: a tape's calls go through the entry.
+    Native or numba's, as a tape would (``$TRACKED_NATIVE``).  For tests and debugging:
+    a tape's calls go through the entry.
 
     >>> from tracked.compiled_tape.codegen import fill_kernel
     >>> a = np.zeros(4)
@@ -236,13 +237,15 @@ def run_kernel(kernel, arrays, params, constants=()):
     (1, array([0., 7., 7., 0.]))
     """
     import ctypes
-    fn = getattr(cache.load(kernel.name, cache.kernel_module(kernel)), kernel.name)
+    name, source = _source(kernel)
+    addr = (cache.load_native(name, source) if name != kernel.name
+            else getattr(cache.load(name, source), name).address)
+    fn = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                          ctypes.c_void_p)(addr)
     P = np.array([a.ctypes.data for a in arrays], dtype=np.int64)
     head = [0] * HEAD
     head[T_GEMM], head[T_GEMV] = blas_helpers()
     T = np.array(head + list(range(len(arrays))) + [int(v) for v in params] + [0],
                  dtype=np.int64)
     C = np.array(list(constants) + [0.0], dtype=np.float64)
-    return fn.ctypes(P.ctypes.data_as(ctypes.POINTER(ctypes.c_void_p)),
-                     T.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), HEAD,
-                     C.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
+    return fn(P.ctypes.data, T.ctypes.data, HEAD, C.ctypes.data)
