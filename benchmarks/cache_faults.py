@@ -65,7 +65,7 @@ def main(k, only=''):
         template = os.path.join(tmp, 'template')
         rc, _, err = faults.python('build', template)
         assert rc == 0, err
-        for artefact in faults.ARTEFACTS:
+        for artefact in faults.artefacts():
             for fault in faults.FAULTS:
                 kinds[f'{artefact} {fault}'] = lambda t, a=artefact, f=fault: damaged(
                     template, os.path.join(tmp, f'{a}-{f}-{t}'), t, a, f)

@@ -26,13 +26,21 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-ARTEFACTS = ('py', 'nbi', 'nbc', 'll', 'o', 'manifest')   # numba's module; a native kernel
+NUMBA_ARTEFACTS = ('py', 'nbi', 'nbc', 'manifest')       # a module numba compiled
+NATIVE_ARTEFACTS = ('ll', 'o', 'manifest')               # a native kernel or entry
 FAULTS = ('truncate', 'random', 'flip', 'delete')
 X = np.linspace(-1.0, 1.0, 5)
 
 
 def f(x):
     return np.sum(np.exp(x) * 1.5 - x * x)
+
+
+def artefacts():
+    """The kinds of file a compiled tape's entries have here: native ones unless
+    ``$TRACKED_NATIVE`` is '0' (the fault processes inherit it)."""
+    native = os.environ.get('TRACKED_NATIVE', '1') != '0'
+    return NATIVE_ARTEFACTS if native else NUMBA_ARTEFACTS
 
 
 def files(cache_root, artefact):

@@ -23,10 +23,14 @@ from . import faults
 TIMEOUT = 300
 
 
-def test_every_damaged_file_is_set_aside_with_a_warning_and_rebuilt(tmp_path):
+@pytest.mark.parametrize('native', ['1', '0'])
+def test_every_damaged_file_is_set_aside_with_a_warning_and_rebuilt(tmp_path, monkeypatch,
+                                                                    native):
     # in one other process: the tape compiled into a template, then each fault on a copy
-    # of it, each followed by a load from the healed copy (faults.run)
-    specs = [f'{a}:{f}' for a in faults.ARTEFACTS for f in faults.FAULTS]
+    # of it, each followed by a load from the healed copy (faults.run); native entries
+    # (IR and object code) and numba's modules
+    monkeypatch.setenv('TRACKED_NATIVE', native)
+    specs = [f'{a}:{f}' for a in faults.artefacts() for f in faults.FAULTS]
     rc, build, err = faults.python('build', str(tmp_path / 'template'), timeout=TIMEOUT)
     assert rc == 0 and build[0]['right'], err
     rc, trials, err = faults.python('trials', str(tmp_path / 'template'), str(tmp_path / 'work'),
@@ -39,14 +43,16 @@ def test_every_damaged_file_is_set_aside_with_a_warning_and_rebuilt(tmp_path):
         assert 'is damaged' in warning and '--clear' in warning and '.damaged' in warning
 
 
-def test_a_background_compile_never_loads_damaged_code(tmp_path):
+@pytest.mark.parametrize('native, artefact', [('1', 'o'), ('0', 'nbc')])
+def test_a_background_compile_never_loads_damaged_code(tmp_path, monkeypatch, native, artefact):
     # one flipped bit in machine code crashed the user's process or gave a wrong
-    # gradient when the background thread loaded it: now the entry is rebuilt by the
-    # compiling process, which is also the first to load it
+    # gradient when the background thread loaded it: now the entry is rebuilt (by the
+    # compiling process for numba's, which is also the first to load it)
+    monkeypatch.setenv('TRACKED_NATIVE', native)
     rc, _, err = faults.python('build', str(tmp_path / 'template'), timeout=TIMEOUT)
     assert rc == 0, err
     rc, trials, err = faults.python('trials', str(tmp_path / 'template'), str(tmp_path / 'work'),
-                                    'background', '1', 'nbc:flip', timeout=TIMEOUT)
+                                    'background', '1', f'{artefact}:flip', timeout=TIMEOUT)
     assert rc == 0 and len(trials) == 1, err
     assert all(t['healed'] for t in trials), trials
 
@@ -107,9 +113,20 @@ def test_a_full_disk_met_by_the_compiling_process_moves_to_a_temporary_folder(
     assert _right(ct) and ct.compiled is not None and faults.leftovers(fresh_cache) == []
 
 
+def test_when_no_folder_can_be_written_native_kernels_still_run(fresh_cache, monkeypatch):
+    # every folder is full, the temporary one too: LLVM's code is used from memory, unkept
+    monkeypatch.setenv('TRACKED_NATIVE', '1')
+    monkeypatch.setattr(entries, '_write_bytes', faults.failing_writes('/', errno.ENOSPC))
+    with pytest.warns(cache.CacheWarning, match=r'No space left.*\$TRACKED_CACHE_DIR'):
+        ct = tr.compile(_tape(), background=False)
+    assert _right(ct) and ct.compiled is not None
+    assert faults.leftovers(fresh_cache) == [] and faults.leftovers(cache._temp[0]) == []
+
+
 def test_when_no_folder_can_be_written_the_error_says_which_and_what_to_do(
         fresh_cache, monkeypatch):
-    # every folder is full, the temporary one too
+    # every folder is full, the temporary one too (numba writes its own files)
+    monkeypatch.setenv('TRACKED_NATIVE', '0')
     monkeypatch.setattr(entries, '_write_bytes', faults.failing_writes('/', errno.ENOSPC))
     with pytest.warns(cache.CacheWarning):
         with pytest.raises(cache.CacheError, match=r'No space left.*\$TRACKED_CACHE_DIR'):

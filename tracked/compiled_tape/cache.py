@@ -439,12 +439,9 @@ def compile_elsewhere(sources, started=None, out=None):
     publish them.  ``started(proc)`` is called once the process runs; ``out`` (e.g.
     ``print``) receives its line per module.  A failure raises ``CacheError`` with the
     process's last words; the staging folder is removed either way.  Native kernels
-    (native.py) among ``sources`` are built here first: LLVM needs no process."""
+    (native.py) are built there too (without numba, if all are native)."""
     import subprocess
-    native = [(n, s) for n, s in sources if entries.source_file(n).endswith('.ll')]
-    compile_native(native, out)
-    sources = [(n, s) for n, s in sources if (n, s) not in native]
-    for attempt in (0, 1) if sources else ():
+    for attempt in (0, 1):
         job = stage(sources)
         try:
             proc = subprocess.Popen([sys.executable, '-c', WORKER, entries.__file__, job],

@@ -155,8 +155,9 @@ class CompiledProgram:
             j = 1
             for pos in self.leaf_positions:
                 x = leaves[pos]
-                if not (x.flags.c_contiguous and x.flags.writeable):
-                    x = np.array(x, order='C')    # the entry takes writeable C arrays only
+                flags = x.flags
+                if not (flags.c_contiguous and flags.writeable and flags.aligned):
+                    x = np.array(x, order='C')    # the entry takes writeable aligned C arrays
                 args[j] = x
                 j += 1
             for k in self.out_indices:

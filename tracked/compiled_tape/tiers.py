@@ -125,29 +125,16 @@ class Tiering:
         self.times[stage] = time.perf_counter()
 
     def _compile(self, sources, cache):
-        """Compile ``sources`` into the cache: native kernels here (LLVM releases the
-        GIL: ~20 ms each); numba's kernels, with the entries, in a new process
-        (cache.compile_elsewhere); the entries alone here in a second thread meanwhile
-        (numba holds the GIL for ~0.5 s with an empty cache, ~0.15 s each once warm:
-        less than a process takes to start)."""
+        """Compile ``sources`` into the cache: native kernels and entries (native.py,
+        pyentry.py) here, ~20 ms each with the GIL released while LLVM works (a process
+        took ~0.3 s to start); if any is numba's, all in a new process
+        (cache.compile_elsewhere: numba's compiler holds the GIL for seconds)."""
         from . import entries
-        native = [(n, s) for n, s in sources if entries.source_file(n).endswith('.ll')]
-        numba = [(n, s) for n, s in sources if (n, s) not in native]
         try:
-            if any(not n.startswith('vm_') for n, _ in numba):
+            if all(entries.source_file(n).endswith('.ll') for n, _ in sources):
+                cache.compile_native(sources)
+            else:
                 cache.compile_elsewhere(sources, started=self._started)
-                return
-            errors: list[BaseException] = []
-            helper = None
-            if numba:
-                helper = threading.Thread(target=_load_all, args=(cache, numba, errors),
-                                          daemon=True)
-                helper.start()
-            cache.compile_native(native)
-            if helper is not None:
-                helper.join()
-            if errors:
-                raise errors[0]
         except cache.CacheError as e:
             raise CompileError(str(e)) from e
 
@@ -160,15 +147,6 @@ class Tiering:
         self.go.set()
         self.done.wait(timeout)
         return self.done.is_set() and self.error is None
-
-
-def _load_all(cache, sources, errors):
-    """Compile numba's modules ``sources`` here (a helper thread of ``_compile``)."""
-    try:
-        for name, source in sources:
-            cache.load(name, source)
-    except BaseException as e:     # noqa: BLE001 -- raised by the thread waiting
-        errors.append(e)
 
 
 _running: set['Tiering'] = set()     # the Tierings still working, in any thread

@@ -94,13 +94,24 @@ class VM:
                           + [0] * (3 * len(rows)) + params + shapes
                           + [0] * (len(index) + len(arrays)) + [0], dtype=np.int64)
         self.C = np.array(list(constants) + [0.0], dtype=np.float64)
-        self.entry_name, self.entry_source = entry_source(self.types, self.n_fixed)
+        from . import native, pyentry  # noqa: I001
+        # the entry: a builtin function in LLVM IR (pyentry.py), else numba's
+        self.native_entry = native.enabled() and pyentry.available()
+        if self.native_entry:
+            self.entry_name, self.entry_source = pyentry.entry_ir(
+                self.types, self.n_fixed, HEAD, START, N_INPUTS, ALIASED)
+        else:
+            self.entry_name, self.entry_source = entry_source(self.types, self.n_fixed)
         self.fn = None
+        from .native import LARGE
+        sizes = [int(np.prod(s.shape)) for s in layout.storages if s is not None]
+        self.quick = max(sizes, default=0) < LARGE     # native kernels built quickly
 
     def sources(self):
         """``[(cache name, source)]`` of the kernels (LLVM IR for a native one, numba's
         module otherwise) and the entry."""
-        return [_source(k) for k in self.kernels] + [(self.entry_name, self.entry_source)]
+        return [_source(k, self.quick) for k in self.kernels] + \
+            [(self.entry_name, self.entry_source)]
 
     def bind(self, compile=True):
         """Load the kernels (from the disk cache or, unless ``compile`` is False,
@@ -108,12 +119,16 @@ class VM:
         addresses into ``T``."""
         addr = {}
         for k in self.kernels:
-            name, source = _source(k)
+            name, source = _source(k, self.quick)
             if name != k.name:
                 addr[k.name] = cache.load_native(name, source, compile)
             else:
                 addr[k.name] = getattr(cache.load(name, source, compile), name).address
-        self.fn = cache.load(self.entry_name, self.entry_source, compile).vm
+        if self.native_entry:
+            from .pyentry import builtin
+            self.fn = builtin(cache.load_native(self.entry_name, self.entry_source, compile))
+        else:
+            self.fn = cache.load(self.entry_name, self.entry_source, compile).vm
         T = self.T
         T[1] = self.C.ctypes.data
         T[T_GEMM], T[T_GEMV] = blas_helpers()
@@ -123,23 +138,24 @@ class VM:
             T[HEAD + 2 + 3 * s] = guard
 
 
-_native: dict[Any, Any] = {}     # (kernel name, native on) -> (cache name, source)
+_native: dict[Any, Any] = {}     # (kernel name, native on, quick) -> (cache name, source)
 
 
-def _source(kernel):
-    """``(cache name, source)`` of ``kernel``: its native form (native.py) when the
-    translation accepts it and ``$TRACKED_NATIVE`` is not '0', else numba's module."""
+def _source(kernel, quick=False):
+    """``(cache name, source)`` of ``kernel``: its native form (native.py; ``quick``:
+    built without unrolling) when the translation accepts it and ``$TRACKED_NATIVE`` is
+    not '0', else numba's module."""
     from . import native
     on = native.enabled()
-    got = _native.get((kernel.name, on))
+    got = _native.get((kernel.name, on, quick))
     if got is None:
         got = (kernel.name, cache.kernel_module(kernel))
         if on:
             try:
-                got = native.translate(kernel)
+                got = native.translate(kernel, quick)
             except native.Unsupported:
                 pass
-        _native[kernel.name, on] = got
+        _native[kernel.name, on, quick] = got
     return got
 
 
