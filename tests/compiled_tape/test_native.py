@@ -205,3 +205,77 @@ def test_native_kernels_can_be_turned_off(fresh_cache, monkeypatch):
                     background=False)
     assert not any(n.startswith('n_') for n, _ in ct.compiled.sources())
     np.testing.assert_allclose(ct.gradient(np.full(3, 0.5))[0], -np.sin(1.0) * np.ones(3))
+
+
+def _unaligned(n):
+    a = np.frombuffer(bytearray(8 * n + 1), dtype=np.float64, offset=1, count=n)
+    assert not a.flags.aligned and a.flags.writeable
+    return a
+
+
+class _Sub(np.ndarray):
+    pass
+
+
+def test_the_entry_refuses_what_numbas_refused_and_answers_as_it_did(fresh_cache, monkeypatch):
+    monkeypatch.setenv('TRACKED_NATIVE', '1')
+    f = lambda x: np.sum(np.sin(x) * x)               # noqa: E731
+    ct = tr.compile(tr.GradientTape(f, np.ones(5)), background=False)
+    assert ct.compiled.sources()[-1][0].startswith('n_')       # the entry is native
+    entry, T = ct.compiled.vm, ct.compiled.pool[0].T
+    readonly = np.ones(5)
+    readonly.flags.writeable = False
+    refused = [(), (T,), (T, np.ones(5)), (T, np.ones(5), np.ones(5), np.ones(5)),
+               (1, np.ones(5), np.ones(5)), (T.astype(np.float64), np.ones(5), np.ones(5)),
+               (T, [1.0] * 5, np.ones(5)), (T, np.ones(5, np.float32), np.ones(5)),
+               (T, np.ones((5, 1)), np.ones(5)), (T, np.ones(10)[::2], np.ones(5)),
+               (T, readonly, np.ones(5)), (T, np.ones(5).astype('>f8'), np.ones(5)),
+               (T, _unaligned(5), np.ones(5)), (T, np.ones(5), np.ones(5, np.int64))]
+    for args in refused:
+        with pytest.raises(TypeError, match='compiled entry takes other arrays'):
+            entry(*args)
+    assert entry(T, np.ones(6), np.ones(6)) == -3                   # another shape
+    x = np.ones(5)
+    assert entry(T, x, x) == vm.ALIASED                              # out= overlaps x
+    g = np.zeros(5)
+    assert entry(T, np.full(5, 0.5).view(_Sub), g) == -1            # a subclass: taken
+    np.testing.assert_allclose(g, np.sin(0.5) + 0.5 * np.cos(0.5))
+    # what the entry refuses, the tape's general path takes (copies) or explains
+    for x in (readonly, np.ones(10)[::2], _unaligned(5)):
+        np.testing.assert_allclose(ct.gradient(x)[0], np.sin(x) + x * np.cos(x), rtol=1e-13)
+    with pytest.raises(ValueError, match='dtype float32.*Record a new tape'):
+        ct.gradient(np.ones(5, np.float32))
+
+
+def test_threads_share_a_compiled_tape_through_the_native_entry(fresh_cache, monkeypatch):
+    import threading
+    monkeypatch.setenv('TRACKED_NATIVE', '1')
+    f, model, x, y = _mlp()
+    ct = tr.compile(tr.GradientTape(f, model, x, y, wrt=(0,)), background=False)
+    want = tr.destructure(tr.withgradient(f, model, x, y)[1][0])[0]
+    bad = []
+
+    def work():
+        for _ in range(200):
+            got = tr.destructure(ct.withgradient(model, x, y)[1][0])[0]
+            if not np.allclose(got, want, rtol=1e-12, atol=1e-15):
+                bad.append(got)
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
+
+
+def test_a_variable_numba_would_widen_is_left_to_numba(fresh_cache, monkeypatch):
+    # numba types `acc` float64 from its second assignment on; a translation typing it
+    # by its first (int) would truncate every sum
+    source = ['n = T[p]', 'acc = 0', 'for i in range(n):', '    acc += a0[U(i)]',
+              'a1[U(0)] = acc']
+    kernel = Kernel(source, ['F', 'F'])
+    with pytest.raises(native.Unsupported, match='changes type'):
+        native.translate(kernel)
+    monkeypatch.setenv('TRACKED_NATIVE', '1')
+    out = np.zeros(1)
+    assert vm.run_kernel(kernel, [np.array([0.25, 0.5]), out], [2]) == 1 and out[0] == 0.75

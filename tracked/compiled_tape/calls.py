@@ -6,9 +6,9 @@ gradient tree: a few microseconds of Python per call, more than the kernels take
 small problems.  Once a ``GradientTape`` runs compiled, ``install`` replaces its
 ``withgradient`` and ``gradient`` with functions generated for its signature and
 plan.  They take the leaves straight from the arguments (or with the structure's
-generated matcher), write scalar inputs into the arena and call the numba entry
-once with every array.  The entry is compiled for exactly the recorded dtypes and
-dimensions (numba refuses others with a TypeError) and checks the shapes (-3):
+generated matcher), write scalar inputs into the arena and call the entry once with
+every array.  The entry is compiled for exactly the recorded dtypes and dimensions
+(it refuses others with a TypeError, as numba's dispatcher did) and checks the shapes (-3):
 no leaf is tested in Python.  Anything else -- another signature, a failed guard,
 a step that runs in Python, an ``out=`` array overlapping an input -- goes to the
 general path, which explains or handles it.

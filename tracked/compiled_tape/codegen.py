@@ -1,4 +1,4 @@
-"""Kernels: a program runs as steps of small numba kernels, dispatched by a tiny VM.
+"""Kernels: a program runs as steps of small kernels, dispatched by a tiny VM.
 
 Why not one function per tape: numba's compile time grows much faster than the
 size of one function (a 200-statement loop compiles in ~1 s, 200 loops in one
@@ -8,7 +8,9 @@ an operation signature (the fused operation sequence, operand layout kinds and
 dtypes, never sizes, offsets or float constants: those are read at run time from
 an integer table ``T`` and a constant table ``C``), and a generated entry (vm.py)
 loops over the steps, calling each kernel through its address: kernels are
-``cfunc``s of one C signature.  A W1-like tape of 1 600 operations needs a handful
+functions of one C signature, written here in numba's Python subset and built by
+LLVM directly (native.py) or, for what that translation does not take, by numba as
+``cfunc``s.  A W1-like tape of 1 600 operations needs a handful
 of distinct kernels; compile time grows with the number of distinct kernels, i.e.
 at most linearly with the tape, and kernels are shared by every tape that uses the
 same operations.
@@ -49,8 +51,9 @@ T_GEMM, T_GEMV = 5, 6      # where T holds the addresses of numba's BLAS helpers
 
 
 class Kernel:
-    """A generated numba function: ``source`` defines ``name`` (from the hash of the
-    source, so equal kernels are shared and cached once), ``arrays`` are its array
+    """A generated kernel: ``source`` (Python, numba's subset) defines ``name`` (from the
+    hash of the source, so equal kernels are shared and cached once); native.py
+    translates it to LLVM IR, numba compiles what it does not take; ``arrays`` are its array
     parameters' dtype codes; ``returns``: it returns whether a guard holds;
     ``reassoc``: float accumulations may be reordered (compiled with fastmath).
 

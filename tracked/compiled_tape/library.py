@@ -1,21 +1,21 @@
 """Kernels compiled ahead of use: ``python -m tracked.compiled_tape.library``.
 
-With an empty disk cache, a compiled tape reaches numba speed only after a process
-has started numba (~0.7 s) and compiled each of its kernels (0.15-0.3 s of CPU
-each: numba's typing and lowering, not LLVM; the demo's MLP has 22).  But kernels
-are generic in shape and shared by every tape with the same fused operations
-(vm.py), so the kernels of a few small reference models -- MLPs of one to three
-layers with relu, tanh or sigmoid, logit cross-entropy, softmax cross-entropy or
-squared loss, in float64 and float32 -- are most of the kernels of any model of
-that kind.
-Measured: with them in the cache the demo's MLP compiles no kernel, a three-layer
-MLP mixing tanh and relu one, W4a one; a ``tr.compile`` then takes the warm cache's
-time instead of several seconds.  Other models (W1's chain of ``sin``, a logistic
-regression) still compile their own fused loops.
+Native kernels and entries (native.py, pyentry.py) build in ~20 ms each, so a cold
+``tr.compile`` of the demo's MLP reaches compiled speed in well under a second and
+this library is rarely worth its build.  It still serves where numba compiles: with
+``TRACKED_NATIVE=0``, on a CPython whose object layout the native entry does not
+read, or for kernels the translation does not take.  There a compiled tape reaches
+numba speed only after a process has started numba (~0.7 s) and compiled each of its
+kernels (0.15-0.3 s of CPU each: numba's typing and lowering, not LLVM; the demo's
+MLP has 22).  But kernels are generic in shape and shared by every tape with the
+same fused operations (vm.py), so the kernels of a few small reference models --
+MLPs of one to three layers with relu, tanh or sigmoid, logit cross-entropy, softmax
+cross-entropy or squared loss, in float64 and float32 -- are most of the kernels of
+any model of that kind.  Measured (numba's kernels): with them in the cache the
+demo's MLP compiles no kernel, a three-layer MLP mixing tanh and relu one, W4a one.
 
-``prebuild()`` compiles what the cache lacks of those kernels, in a new process, once
-per machine and numba version (about 70 kernels and entries, 15-20 s of CPU): run it
-where an environment or image is built, or once by hand.
+``prebuild()`` compiles what the cache lacks of those kernels (native ones in this
+process, numba's in a new one), once per machine and numba version.
 
     python -m tracked.compiled_tape.library
 """

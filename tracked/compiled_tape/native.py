@@ -162,12 +162,15 @@ class _Function:
         return self.ir.IntType(8) if e == 'b' else self.K[e]
 
     def _assign(self, name, value, kind):
-        """Store ``value`` into variable ``name`` (created on first assignment; numba
-        would unify an int and a float variable as float, so a later value is cast)."""
+        """Store ``value`` into variable ``name`` (created on first assignment)."""
         if name in self.vars:
             slot, have = self.vars[name]
             if have != kind:
-                if isinstance(have, tuple) or isinstance(kind, tuple):
+                # numba types a variable by all its assignments (an int later given a
+                # float is a float throughout); here the first fixes it: only a value
+                # that converts to it without loss is taken
+                if isinstance(have, tuple) or isinstance(kind, tuple) or \
+                        _promote(have, kind) != have:
                     raise Unsupported(f'{name} changes type')
                 value = self._cast(value, kind, have)
         else:

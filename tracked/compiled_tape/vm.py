@@ -1,12 +1,13 @@
-"""The VM: a plan's steps as tables, run by a generated numba entry per argument types.
+"""The VM: a plan's steps as tables, run by a generated entry per argument types.
 
-Kernels are numba ``cfunc``s of one C signature (codegen.Kernel), so the VM calls
-each through its address and is not compiled per tape: one entry serves every tape
-whose arguments have the same types (the number of arrays, their dtypes and
-dimensions), and a new tape, layer width or batch size compiles only the kernels
-it does not share with tapes seen before.  (A VM with one branch per kernel, as
-before, took 3.3 s of the 9-11 s cold compile of the demo's MLP: numba typed each
-call site and LLVM optimised every kernel again inlined into it.)
+Kernels are functions of one C signature (codegen.Kernel; built by LLVM directly,
+native.py, or numba ``cfunc``s), so the VM calls each through its address and is not
+compiled per tape: one entry serves every tape whose arguments have the same types
+(the number of arrays, their dtypes and dimensions), and a new tape, layer width or
+batch size compiles only the kernels it does not share with tapes seen before.  (A VM
+with one branch per kernel, as before, took 3.3 s of the 9-11 s cold compile of the
+demo's MLP: numba typed each call site and LLVM optimised every kernel again inlined
+into it.)
 
 ``T`` (int64) is ``[number of steps, address of C, where the shapes start, where P
 starts, the step to start at, the addresses of numba's gemm and gemv helpers, the
@@ -15,8 +16,9 @@ every step's array indices in P and its integer parameters; the shapes of the
 entry's arrays; P; the end addresses of the entry's arrays]``.  ``C`` (float64)
 holds the constants; ``P`` the addresses of the arrays: one arena per kernel dtype
 (fixed), then the array inputs and the output arrays of the call, written by the
-entry.  The entry takes ``T`` and the arrays (the fewer arguments, the cheaper
-numba's dispatch); it returns -3 if a shape differs from the recorded one,
+entry.  The entry (a CPython builtin in LLVM IR, pyentry.py; numba's where that is
+not available or ``TRACKED_NATIVE=0``: ``entry_source``) takes ``T`` and the arrays;
+it returns -3 if a shape differs from the recorded one,
 ``ALIASED`` if an output array overlaps an input array (the kernels would read
 what they already wrote), -1 when done, the step's index at a step run in Python
 (address 0: a fallback, or a guard checked in Python), and ``-2 - guard`` when a
