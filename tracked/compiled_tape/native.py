@@ -32,6 +32,7 @@ import ast
 import hashlib
 import math
 import os
+import sys
 import threading
 
 __all__ = ['Unsupported', 'enabled', 'translate', 'build', 'load']
@@ -42,8 +43,12 @@ class Unsupported(Exception):
 
 
 def enabled():
-    """Whether kernels are compiled by LLVM directly (``$TRACKED_NATIVE`` not '0')."""
-    return os.environ.get('TRACKED_NATIVE', '1') != '0'
+    """Whether kernels are compiled by LLVM directly: ``$TRACKED_NATIVE`` '1', or unset on
+    Linux and macOS (tested there; elsewhere numba compiles unless it is set to '1')."""
+    flag = os.environ.get('TRACKED_NATIVE')
+    if flag is None:
+        return sys.platform.startswith(('linux', 'darwin'))
+    return flag != '0'
 
 
 # -- types ------------------------------------------------------------------------------
@@ -740,12 +745,39 @@ def _machine():
         # numba initialises LLVM on import; this is the same call, idempotent
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
+        _register_symbols(llvm)
         target = llvm.Target.from_default_triple()
         tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
                                           features=llvm.get_host_cpu_features().flatten(),
                                           opt=3, jit=True)
         _state.update(llvm=llvm, tm=tm)
     return _state['llvm'], tm
+
+
+# what native code calls by name: CPython's API (pyentry.py) and the C math library
+PYTHON_API = ('PyLong_FromLongLong', 'PyEval_SaveThread', 'PyEval_RestoreThread',
+              'PyType_IsSubtype', 'PyErr_SetString')
+
+
+def _register_symbols(llvm):
+    """Tell LLVM where the functions native code calls are, from the ones this process
+    loaded, so that linking never depends on the platform's symbol search (an unresolved
+    symbol aborts the process inside LLVM)."""
+    import ctypes
+    import ctypes.util
+    for name in PYTHON_API:
+        llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
+    path = ctypes.util.find_library('m')
+    libm = ctypes.CDLL(path) if path else None
+    # libm's functions and those LLVM's intrinsics may become calls of
+    names = {*_LIBM.values(), *_LIBM2.values(), *_INTRINSIC.values(), 'pow', 'fmax', 'fmin',
+             'copysign'}
+    for base in names:
+        for name in (base, base + 'f'):
+            if libm is not None and llvm.address_of_symbol(name) is None:
+                fn = getattr(libm, name, None)
+                if fn is not None:
+                    llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
 
 
 def build(ir):
