@@ -24,7 +24,8 @@ per kernel, from its source.  The same libm and LLVM intrinsics numba calls are
 called, so results agree with numba's kernels to rounding, and a tape's first run
 is compared with the NumPy replay before it is used (firstrun.py) either way.
 
-``$TRACKED_NATIVE=0`` compiles every kernel with numba.
+``$TRACKED_NATIVE=0`` compiles every kernel with numba; the default is native on Linux,
+where it is tested, and numba elsewhere (``TRACKED_NATIVE=1`` turns native on).
 """
 from __future__ import annotations
 
@@ -44,10 +45,10 @@ class Unsupported(Exception):
 
 def enabled():
     """Whether kernels are compiled by LLVM directly: ``$TRACKED_NATIVE`` '1', or unset on
-    Linux and macOS (tested there; elsewhere numba compiles unless it is set to '1')."""
+    Linux (where it is tested; elsewhere numba compiles unless it is set to '1')."""
     flag = os.environ.get('TRACKED_NATIVE')
     if flag is None:
-        return sys.platform.startswith(('linux', 'darwin'))
+        return sys.platform.startswith('linux')
     return flag != '0'
 
 
