@@ -242,16 +242,22 @@ def load(name, source, compile=True):
     ``CacheMiss`` instead).  Once per process; a thread asking while another loads it
     waits for it.
     """
-    m = _loaded.get(name)
-    if m is not None:
-        return m
+    return _once(name, _load, source, compile)
+
+
+def _once(name, load, *args):
+    """``load(name, *args)`` once per process (``_loaded``); a thread asking while another
+    loads it waits for it."""
+    got = _loaded.get(name)
+    if got is not None:
+        return got
     with _locks_lock:
         lock = _locks.setdefault(name, threading.Lock())
     with lock:
-        m = _loaded.get(name)
-        if m is None:
-            m = _loaded[name] = _load(name, source, compile)
-    return m
+        got = _loaded.get(name)
+        if got is None:
+            got = _loaded[name] = load(name, *args)
+    return got
 
 
 def _load(name, source, compile):
@@ -304,16 +310,7 @@ def load_native(name, ir, compile=True):
     """The address of native kernel ``name`` (LLVM IR ``ir``) in this process: its object
     code loaded from a checked cache entry, else (unless ``compile`` is False:
     ``CacheMiss``) built here and published.  Once per process."""
-    addr = _loaded.get(name)
-    if addr is not None:
-        return addr
-    with _locks_lock:
-        lock = _locks.setdefault(name, threading.Lock())
-    with lock:
-        addr = _loaded.get(name)
-        if addr is None:
-            addr = _loaded[name] = _load_native(name, ir, compile)
-    return addr
+    return _once(name, _load_native, ir, compile)
 
 
 def _load_native(name, ir, compile):

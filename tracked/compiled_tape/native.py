@@ -271,15 +271,19 @@ class _Function:
             b.branch(head)
         b.position_at_end(after)
 
+    def _branch(self, test):
+        """Branch on the truth of expression ``test``: ``(else block, join block)``, the
+        builder at the start of the ``then`` block."""
+        cond = self._truth(self._expr(test))
+        then, other, after = (self.fn.append_basic_block(n) for n in ('then', 'else', 'join'))
+        self.b.cbranch(cond, then, other)
+        self.b.position_at_end(then)
+        return other, after
+
     def _if(self, s):
         """``if``/``else``; a branch ending in ``return`` does not jump on."""
         b = self.b
-        cond = self._truth(self._expr(s.test))
-        then = self.fn.append_basic_block('then')
-        other = self.fn.append_basic_block('else')
-        after = self.fn.append_basic_block('endif')
-        b.cbranch(cond, then, other)
-        b.position_at_end(then)
+        other, after = self._branch(s.test)
         self._block(s.body)
         if not b.block.is_terminated:
             b.branch(after)
@@ -406,12 +410,7 @@ class _Function:
     def _ifexp(self, e):
         """``a if c else b``, evaluating only the branch taken (it may read past an array)."""
         b = self.b
-        cond = self._truth(self._expr(e.test))
-        then = self.fn.append_basic_block('ifx')
-        other = self.fn.append_basic_block('elsex')
-        after = self.fn.append_basic_block('endx')
-        b.cbranch(cond, then, other)
-        b.position_at_end(then)
+        other, after = self._branch(e.test)
         v1, k1 = self._expr(e.body)
         then_end = b.block
         b.position_at_end(other)
