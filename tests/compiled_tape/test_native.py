@@ -279,3 +279,26 @@ def test_a_variable_numba_would_widen_is_left_to_numba(fresh_cache, monkeypatch)
     monkeypatch.setenv('TRACKED_NATIVE', '1')
     out = np.zeros(1)
     assert vm.run_kernel(kernel, [np.array([0.25, 0.5]), out], [2]) == 1 and out[0] == 0.75
+
+
+def test_a_warm_start_finds_native_code_by_name_without_translating(fresh_cache, monkeypatch):
+    monkeypatch.setenv('TRACKED_NATIVE', '1')
+    f, model, x, y = _mlp()
+    first = tr.compile(tr.GradientTape(f, model, x, y, wrt=(0,)), background=False)
+    names = [n for n, _ in first.compiled.sources()]
+    # as a new process: nothing loaded, no translation remembered
+    monkeypatch.setattr(cache, '_loaded', {})
+    monkeypatch.setattr(vm, '_native', {})
+    calls = []
+    translate = native.translate
+    monkeypatch.setattr(native, 'translate', lambda *a: calls.append(a) or translate(*a))
+    again = tr.compile(tr.GradientTape(f, model, x, y, wrt=(0,)), background=False)
+    assert [n for n, _ in again.compiled.sources()] == names and calls == []
+    want = tr.destructure(first.withgradient(model, x, y)[1][0])[0]
+    got = tr.destructure(again.withgradient(model, x, y)[1][0])[0]
+    np.testing.assert_array_equal(got, want)
+    # the names carry the translator's fingerprint: another translator, other entries
+    monkeypatch.setattr(native, '_state', {'fingerprint': 'another translator'})
+    monkeypatch.setattr(vm, '_native', {})
+    other = tr.GradientTape(f, model, x, y, wrt=(0,)).new_compiled()
+    assert not set(n for n, _ in other.sources()) & set(names)

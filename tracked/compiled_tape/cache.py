@@ -51,7 +51,7 @@ from typing import Any
 from . import entries
 from .entries import WORKER
 
-__all__ = ['cache_dir', 'root', 'load', 'load_native', 'compile_native', 'built_here',
+__all__ = ['cache_dir', 'root', 'load', 'load_native', 'compile_native', 'built_here', 'has',
            'missing', 'stage', 'publish', 'compile_elsewhere', 'kernel_module', 'size_limit',
            'parse_size', 'info', 'clear', 'main', 'CacheWarning', 'CacheError', 'CacheMiss',
            'WORKER']
@@ -213,7 +213,9 @@ def _entry(name, source):
         folder = os.path.join(store, name)
         if not os.path.isdir(folder):
             continue
-        why = entries.check(folder, name, source)
+        # a native entry's IR made only if needed (native.Deferred): its name says what
+        # it is, and MANIFEST whether its files are whole
+        why = entries.check(folder, name, source if isinstance(source, str) else None)
         if why is not None:
             _set_aside(folder, why)
             continue
@@ -343,7 +345,7 @@ def _build_native(name, ir):
     folder that cannot be written gives way to this process's temporary one, and if
     that fails too the code is used unkept."""
     from . import native
-    obj = native.build(ir)
+    obj = native.build(native.text(ir))
     built_here.add(name)
     for _ in range(2):
         try:
@@ -363,6 +365,19 @@ def _build_native(name, ir):
         finally:
             shutil.rmtree(job, ignore_errors=True)
     return obj
+
+
+def has(name):
+    """Whether the cache has a checked entry ``name`` (a damaged one is set aside)."""
+    return name in _loaded or _entry(name, None) is not None
+
+
+def _text(source):
+    """A source's text (a native entry's IR may be made only now: native.Deferred)."""
+    if isinstance(source, str):
+        return source
+    from . import native
+    return native.text(source)
 
 
 def missing(sources):
@@ -399,7 +414,8 @@ def _stage_in(store, sources):
     try:
         for name, source in sources:
             os.mkdir(os.path.join(job, name))
-            entries.write(os.path.join(job, name, entries.source_file(name)), source.encode())
+            entries.write(os.path.join(job, name, entries.source_file(name)),
+                          _text(source).encode())
     except BaseException:
         shutil.rmtree(job, ignore_errors=True)
         raise

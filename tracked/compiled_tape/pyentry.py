@@ -23,11 +23,10 @@ numba entry serves.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import sys
 import sysconfig
 
-__all__ = ['available', 'entry_ir', 'builtin']
+__all__ = ['available', 'entry_name', 'entry_ir', 'builtin']
 
 _CHARS = {'<f8': 'd', '<f4': 'f', '<i8': 'lq', '|b1': '?'}
 _SIZES = {'<f8': 8, '<f4': 4, '<i8': 8, '|b1': 1}
@@ -43,11 +42,18 @@ def available():
             and sys.implementation.name == 'cpython')
 
 
+def entry_name(types, *constants):
+    """The cache name of ``entry_ir(types, *constants)``, known without making it."""
+    from .native import name_of
+    return name_of(f'entry|{types!r}|{constants!r}')
+
+
 def entry_ir(types, n_fixed, head, start, n_inputs, aliased):
-    """``(name, LLVM IR)`` of the entry for arrays of ``types`` ([(dtype string, ndim)])
-    after ``T`` (vm.entry_source's contract; ``head``, ``start``, ``n_inputs`` and
-    ``aliased`` are vm.py's constants)."""
+    """The LLVM IR of the entry ``entry_name(...)`` for arrays of ``types`` ([(dtype
+    string, ndim)]) after ``T`` (vm.entry_source's contract; ``head``, ``start``,
+    ``n_inputs`` and ``aliased`` are vm.py's constants)."""
     from llvmlite import ir
+    name = entry_name(types, n_fixed, head, start, n_inputs, aliased)
     i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
     p8 = i8.as_pointer()
     dbl = ir.DoubleType()
@@ -211,9 +217,7 @@ def entry_ir(types, n_fixed, head, start, n_inputs, aliased):
     b.position_at_end(bad)
     b.call(seterr, [field(self_, 32, p8), b.bitcast(msg, p8)])
     b.ret(ir.Constant(p8, None))
-    text_ir = str(m).replace('; ModuleID = "entry"', '')
-    name = 'n_' + hashlib.sha1(text_ir.encode()).hexdigest()[:16]
-    return name, text_ir.replace('TRACKED_ENTRY_FN', name)
+    return str(m).replace('; ModuleID = "entry"', '').replace('TRACKED_ENTRY_FN', name)
 
 
 class _MethodDef(ctypes.Structure):

@@ -100,8 +100,10 @@ class VM:
         # the entry: a builtin function in LLVM IR (pyentry.py), else numba's
         self.native_entry = native.enabled() and pyentry.available()
         if self.native_entry:
-            self.entry_name, self.entry_source = pyentry.entry_ir(
-                self.types, self.n_fixed, HEAD, START, N_INPUTS, ALIASED)
+            consts = (self.n_fixed, HEAD, START, N_INPUTS, ALIASED)
+            self.entry_name = pyentry.entry_name(self.types, *consts)
+            self.entry_source: Any = native.Deferred(
+                lambda: pyentry.entry_ir(self.types, *consts))
         else:
             self.entry_name, self.entry_source = entry_source(self.types, self.n_fixed)
         self.fn = None
@@ -153,10 +155,14 @@ def _source(kernel, quick=False):
     if got is None:
         got = (kernel.name, cache.kernel_module(kernel))
         if on:
-            try:
-                got = native.translate(kernel, quick)
-            except native.Unsupported:
-                pass
+            name = native.kernel_name(kernel, quick)
+            if cache.has(name):          # built before: not translated again
+                got = (name, native.Deferred(lambda: native.translate(kernel, quick)[1]))
+            else:
+                try:
+                    got = native.translate(kernel, quick)
+                except native.Unsupported:
+                    pass
         _native[kernel.name, on, quick] = got
     return got
 
