@@ -239,6 +239,11 @@ def _full(g, shape):
 
 _PLAIN = frozenset((np.ndarray, np.float64, np.float32, np.float16, np.longdouble))
 _F64 = np.dtype(np.float64)
+_REAL_SCALARS = frozenset((float, int, np.float64))
+_multiply = np.multiply
+# Arrays from this many elements are computed in place into cotangent buffers that a
+# backward pass owns (``backward``'s ``owned``); below it, a new array costs no more.
+_IN_PLACE = 1 << 13
 
 
 class SparseCotangent:
@@ -270,7 +275,39 @@ class SparseCotangent:
         return buf
 
     def dense(self, dtype=None):
-        return self.add_into(np.zeros(self.shape, dtype=dtype or self.dtype))
+        """A new array holding the sum of the pieces.
+
+        When the first pieces are one slice along the first axis (``x[1:]``, ``x[:-1]``:
+        the common case), they are summed straight into it and only the rest is zeroed:
+        one pass fewer than zero-filling and adding each (measured: 50 -> 31 µs for
+        ``x[:-1]`` twice and ``x[1:]`` with n = 1e5)."""
+        dtype = dtype or self.dtype
+        pieces = self.pieces
+        g0, idx, unique = pieces[0]
+        if type(idx) is slice and unique and self.shape and \
+                getattr(g0, 'size', 0) >= _IN_PLACE:    # (small: fewer calls win)
+            start, stop, step = idx.indices(self.shape[0])
+            if step == 1 and start < stop:
+                k = 1               # the leading pieces at this same slice
+                while k < len(pieces) and type(pieces[k][1]) is slice and pieces[k][1] == idx:
+                    k += 1
+                buf = np.empty(self.shape, dtype)
+                part = buf[start:stop]
+                if k == 1:
+                    part[...] = g0
+                else:               # the additions in the order add_into makes them
+                    np.add(g0, pieces[1][0], out=part)
+                    for g, _, _ in pieces[2:k]:
+                        part += g
+                buf[:start] = 0
+                buf[stop:] = 0
+                for g, i, u in pieces[k:]:
+                    if u:
+                        buf[i] += g
+                    else:
+                        np.add.at(buf, i, g)
+                return buf
+        return self.add_into(np.zeros(self.shape, dtype=dtype))
 
 
 class Cotangents(tuple):
@@ -293,11 +330,18 @@ def _accumulate(prev, gi, owned):
     """``prev + gi``, in place into a buffer this backward pass made when that is safe.
 
     ``owned`` holds the ids of buffers created here and referenced only by the
-    cotangent table, so writing into them cannot change anything a caller sees.  A
-    buffer the sum replaces leaves the table, and its id leaves ``owned``: once it is
-    freed, the id may be another array's (an input's, a read-only saved value), which
-    must never be written into.
+    cotangent table (or about to enter it: ``gi``), so writing into them cannot change
+    anything a caller sees.  A buffer the sum replaces leaves the table, and its id
+    leaves ``owned``: once it is freed, the id may be another array's (an input's, a
+    read-only saved value), which must never be written into.
     """
+    if owned and id(gi) in owned:
+        if id(prev) not in owned and type(prev) in _PLAIN and \
+                gi.dtype == np.result_type(gi, prev) and \
+                (type(prev) is not np.ndarray or prev.shape == gi.shape):
+            gi += prev          # into gi, which is ours (addition commutes exactly)
+            return gi
+        owned.discard(id(gi))   # the sum below keeps prev or makes a new buffer
     out = _sum(prev, gi, owned)
     if out is not prev:
         owned.discard(id(prev))
@@ -402,6 +446,15 @@ def backward(root, seed, retain=False, private=False, sparse=False):
     expanded for any other entry and at the leaves.  After a sum, ``x * 100`` then
     costs no pass over an array in the backward pass.
 
+    On large arrays (``_IN_PLACE`` elements and more) the pass writes into cotangent
+    buffers it owns instead of making new ones: ``owned`` holds the ids of arrays that
+    only this pass references (sums it made, ``Primitive.fresh`` results, and what was
+    computed in them); the only parent of an entry whose cotangent is such a buffer
+    gets it through ``Primitive.consume`` or an inline partial computed in place, and
+    a sum may go into whichever operand is owned.  Caller's arrays (the seed, saved
+    values) and anything handed out never enter ``owned`` (measured on W3, n = 1e5:
+    backward 176 -> 153 µs).
+
     An entry whose saved values a checkpoint dropped (``Dropped``) gets them
     recomputed when it is reached; they are kept only until it is visited.
 
@@ -420,8 +473,12 @@ def backward(root, seed, retain=False, private=False, sparse=False):
     node, g = root, seed
     try:
         while node is not None:
-            if owned:
+            # ``mine``: g is a buffer of this pass that nothing else references (see
+            # ``owned``); the only parent's pullback may then overwrite it
+            mine = False
+            if owned and id(g) in owned:
                 owned.discard(id(g))
+                mine = True
             args = node.args
             # the first parent this entry schedules skips the heap (chains)
             nxt: Node | None = None
@@ -437,11 +494,13 @@ def backward(root, seed, retain=False, private=False, sparse=False):
             else:
                 if type(g) is SparseCotangent:
                     g = g.dense()
+                    mine = True
                 elif lazies and node in lazies and getattr(g, 'shape', ()) != node.shape:
                     if _keeps_lazy(node):   # then so may the cotangents it sends be
                         lazies.update([parent for _, parent in node.parents])
                     else:
                         g = np.broadcast_to(g, node.shape)
+                        mine = False
                 prim = node.prim
                 vjps, inline = prim.vjps, prim.inline
                 if args is None:        # dropped by a checkpoint (or released)
@@ -452,10 +511,15 @@ def backward(root, seed, retain=False, private=False, sparse=False):
                     kwargs, ans = node.kwargs, node.ans
                 same_shape = node.same_shape
                 nargs = len(args)
-                for pos, parent in node.parents:
+                parents = node.parents
+                if mine and (len(parents) != 1 or g.size < _IN_PLACE):
+                    mine = False        # small arrays: a pass in place gains nothing
+                for pos, parent in parents:
                     vjp = vjps[pos]
                     if vjp is identity:
                         gi = g
+                        if mine:        # still referenced by this pass alone
+                            owned.add(id(gi))
                     elif inline is not None and inline[pos] is not None and not kwargs:
                         # A pullback made from a partial derivative (``defpartials``):
                         # its ``g * conj(d(ans, *args))`` spelled out here, saving one
@@ -470,7 +534,17 @@ def backward(root, seed, retain=False, private=False, sparse=False):
                         # conj(d) only for a complex cotangent (a complex output): the
                         # partials of a real output are real
                         dt = g.dtype
-                        gi = g * p if dt is _F64 or dt.kind != 'c' else g * p.conjugate()
+                        if mine and dt is _F64 and (type(p) in _REAL_SCALARS or (
+                                type(p) is np.ndarray and p.dtype is _F64
+                                and p.shape == g.shape)):
+                            gi = _multiply(g, p, out=g)     # no new buffer
+                            owned.add(id(gi))
+                        else:
+                            gi = g * p if dt is _F64 or dt.kind != 'c' else g * p.conjugate()
+                    elif mine and prim.consume is not None and g.dtype is _F64 and \
+                            not kwargs and prim.consume[pos] is not None and \
+                            (gi := prim.consume[pos](g, ans, *args, **kwargs)) is not None:
+                        owned.add(id(gi))                   # computed in g
                     else:
                         # Spelled-out calls for one and two arguments: a call with *args
                         # costs twice as much, ~2% of an eager operation.
@@ -484,13 +558,19 @@ def backward(root, seed, retain=False, private=False, sparse=False):
                             gi = vjp(g, ans, *args)
                         if gi is None:
                             continue
+                        if prim.fresh is not None and prim.fresh[pos] and \
+                                type(gi) is np.ndarray and gi.size >= _IN_PLACE:
+                            owned.add(id(gi))       # a new array (Primitive.fresh)
                     if not same_shape:
                         pshape = parent.shape
                         if getattr(gi, 'shape', ()) != pshape:
+                            if owned:               # replaced: it dies here
+                                owned.discard(id(gi))
                             gi = unbroadcast(gi, pshape)
                             if shape_of(gi) != pshape:
                                 lazies.add(parent)
                         if node.real_parents and pos in node.real_parents:
+                            owned.discard(id(gi))
                             gi = np.real(gi)    # a real input's share of a complex cotangent
                     if parent is nxt:           # x * x: the same entry twice
                         nxt_g = _accumulate(nxt_g, gi, owned)
