@@ -789,6 +789,31 @@ def test_a_gradient_returned_is_not_changed_by_a_later_backward_pass(monkeypatch
         yv, back_v = tr.pullback(lambda x: (x - 1.0) * 3.0 + x ** 2, x0)
         gv, = back_v(dy)
         np.testing.assert_array_equal(dy, np.ones(n))
+        assert gv is not dy and not np.shares_memory(gv, dy)
+
+
+@pytest.mark.parametrize('threshold', [1, None])
+def test_two_leaves_never_share_a_gradient_array(monkeypatch, threshold):
+    # add's pullback hands one array to both operands; each argument must get its own
+    if threshold is not None:
+        monkeypatch.setattr(tp, '_IN_PLACE', threshold)
+    n = 2 * tp._IN_PLACE if threshold is None else 10
+    a0, b0, c0 = np.linspace(0.0, 1.0, n), np.linspace(1.0, 2.0, n), np.ones(n)
+    for f in (lambda a, b, c: np.sum((a + b - c) ** 2),
+              lambda a, b, c: np.sum(np.sin(a + b + c)),
+              lambda a, b, c: np.sum(a + b + c)):
+        grads = tr.gradient(f, a0, b0, c0)
+        for i in range(3):
+            for j in range(i):
+                assert not np.shares_memory(grads[i], grads[j])
+        kept = [g.copy() for g in grads]
+        grads[0][...] = 0.0             # the caller may change one freely
+        np.testing.assert_array_equal(grads[1], kept[1])
+        np.testing.assert_array_equal(grads[2], kept[2])
+    y, back = tr.pullback(lambda a, b: a + b, a0, b0)
+    dy = np.ones(n)
+    ga, gb = back(dy)
+    assert not np.shares_memory(ga, gb) and ga is not dy and gb is not dy
 
 
 @pytest.mark.parametrize('dtype', [np.float64, np.float32])

@@ -470,6 +470,7 @@ def backward(root, seed, retain=False, private=False, sparse=False):
     owned: set[int] = set()
     lazies: set[Node] = set()   # entries whose cotangent may be smaller than them (see above)
     recomputed: dict[Node, Any] | None = None   # saved values a checkpoint recomputed
+    given = {id(seed)}                  # ids of the arrays handed out (kept alive by them)
     node, g = root, seed
     try:
         while node is not None:
@@ -490,6 +491,12 @@ def backward(root, seed, retain=False, private=False, sparse=False):
                 elif lazies and not sparse and node in lazies and \
                         getattr(g, 'shape', ()) != node.shape:
                     g = _full(g, node.shape)
+                elif not sparse and type(g) is np.ndarray:
+                    # One array for two leaves (identity pullbacks: a + b), or the
+                    # seed itself: each gradient returned is an array of its own.
+                    if id(g) in given:
+                        g = g.copy()
+                    given.add(id(g))
                 leaves[node] = g
             else:
                 if type(g) is SparseCotangent:
