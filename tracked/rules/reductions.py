@@ -372,16 +372,20 @@ def _chooser_weight(ans, a, axis, keepdims, where):
     # and sums to 1; the alternative (all to the first, like torch.max(dim)) depends
     # on memory order.  Elements excluded by where=, and all of them when initial=
     # wins, get zero.  NaN never equals the result, so NaNs get zero.
-    shape = np.shape(a)
+    shape = shape_of(a)     # np.shape's dispatch costs more
     mask = a == _keep(ans, shape, axis, keepdims)
     if _masked(where):
         mask = mask & where
-    n = np.sum(mask, axis=_axes(axis, len(shape)), keepdims=True)
+    axes = _axes(axis, len(shape))
+    if type(mask) is np.ndarray:    # plain values: no np.sum wrapper, no float64 copy
+        n = _add_reduce(mask, axes, None, None, True)
+        return (mask / np.maximum(n, 1)).astype(a.dtype, copy=False)
+    n = np.sum(mask, axis=axes, keepdims=True)
     return (mask / np.maximum(n, 1)).astype(a.dtype)
 
 
 def _chooser_vjp(g, ans, a, axis=None, out=None, keepdims=False, initial=None, where=True):
-    return _keep(g, np.shape(a), axis, keepdims) * _chooser_weight(ans, a, axis, keepdims, where)
+    return _keep(g, shape_of(a), axis, keepdims) * _chooser_weight(ans, a, axis, keepdims, where)
 
 
 def _chooser_jvp(t, ans, a, axis=None, out=None, keepdims=False, initial=None, where=True):
