@@ -302,8 +302,10 @@ class SparseCotangent:
                     np.add(g0, pieces[1][0], out=part)
                     for g, _, _ in pieces[2:k]:
                         part += g
-                buf[:start] = 0
-                buf[stop:] = 0
+                if start:
+                    buf[:start] = 0
+                if stop < self.shape[0]:
+                    buf[stop:] = 0
                 for g, i, u in pieces[k:]:
                     if u:
                         buf[i] += g
@@ -327,6 +329,30 @@ class Cotangents(tuple):
     def plus(self, other):
         return Cotangents(b if a is None else a if b is None else a + b
                           for a, b in zip(self, other))
+
+
+def _in_place(prim, pos, g, ans, args, kwargs):
+    """The cotangent that ``prim``'s pullback at ``pos`` sends for ``g``, computed in ``g``
+    (a float array only this backward pass references, of the entry's only parent):
+    ``g`` itself for the identity, ``g * p`` in ``g`` for an inline partial ``p`` (a new
+    array when ``p`` cannot be multiplied into it), ``Primitive.consume``'s result; None
+    where none applies (the ordinary pullback then runs)."""
+    vjp = prim.vjps[pos]
+    if vjp is identity:
+        return g
+    if kwargs or g.dtype is not _F64:
+        return None
+    inline = prim.inline
+    if inline is not None and inline[pos] is not None:
+        p = inline[pos](ans, *args)
+        if type(p) in _REAL_SCALARS or (type(p) is np.ndarray and p.dtype is _F64
+                                        and p.shape == g.shape):
+            return _multiply(g, p, out=g)
+        return g * p            # (a real output's partials are real)
+    consume = prim.consume
+    if consume is not None and consume[pos] is not None:
+        return consume[pos](g, ans, *args)
+    return None
 
 
 def _accumulate(prev, gi, owned):
@@ -477,12 +503,13 @@ def backward(root, seed, retain=False, private=False, sparse=False):
     node, g = root, seed
     try:
         while node is not None:
-            # ``mine``: g is a buffer of this pass that nothing else references (see
-            # ``owned``); the only parent's pullback may then overwrite it
+            # ``mine``: g is a large buffer of this pass that nothing else references
+            # (see ``owned``), and the entry has one parent, whose pullback may then
+            # compute in it (``_in_place``)
             mine = False
             if owned and id(g) in owned:
                 owned.discard(id(g))
-                mine = True
+                mine = len(node.parents) == 1 and g.size >= _IN_PLACE
             args = node.args
             # the first parent this entry schedules skips the heap (chains)
             nxt: Node | None = None
@@ -504,10 +531,11 @@ def backward(root, seed, retain=False, private=False, sparse=False):
             else:
                 if type(g) is SparseCotangent:
                     g = g.dense()
-                    mine = True
+                    mine = len(node.parents) == 1 and g.size >= _IN_PLACE
                 elif lazies and node in lazies and getattr(g, 'shape', ()) != node.shape:
                     if _keeps_lazy(node):   # then so may the cotangents it sends be
-                        lazies.update([parent for _, parent in node.parents])
+                        for _, parent in node.parents:
+                            lazies.add(parent)
                     else:
                         g = np.broadcast_to(g, node.shape)
                         mine = False
@@ -521,15 +549,13 @@ def backward(root, seed, retain=False, private=False, sparse=False):
                     kwargs, ans = node.kwargs, node.ans
                 same_shape = node.same_shape
                 nargs = len(args)
-                parents = node.parents
-                if mine and (len(parents) != 1 or g.size < _IN_PLACE):
-                    mine = False        # small arrays: a pass in place gains nothing
-                for pos, parent in parents:
+                for pos, parent in node.parents:
                     vjp = vjps[pos]
-                    if vjp is identity:
-                        gi = g
-                        if mine:        # still referenced by this pass alone
+                    if mine and (gi := _in_place(prim, pos, g, ans, args, kwargs)) is not None:
+                        if type(gi) is np.ndarray:      # g itself, or a new array
                             owned.add(id(gi))
+                    elif vjp is identity:
+                        gi = g
                     elif inline is not None and inline[pos] is not None and not kwargs:
                         # A pullback made from a partial derivative (``defpartials``):
                         # its ``g * conj(d(ans, *args))`` spelled out here, saving one
@@ -544,17 +570,7 @@ def backward(root, seed, retain=False, private=False, sparse=False):
                         # conj(d) only for a complex cotangent (a complex output): the
                         # partials of a real output are real
                         dt = g.dtype
-                        if mine and dt is _F64 and (type(p) in _REAL_SCALARS or (
-                                type(p) is np.ndarray and p.dtype is _F64
-                                and p.shape == g.shape)):
-                            gi = _multiply(g, p, out=g)     # no new buffer
-                            owned.add(id(gi))
-                        else:
-                            gi = g * p if dt is _F64 or dt.kind != 'c' else g * p.conjugate()
-                    elif mine and prim.consume is not None and g.dtype is _F64 and \
-                            not kwargs and prim.consume[pos] is not None and \
-                            (gi := prim.consume[pos](g, ans, *args, **kwargs)) is not None:
-                        owned.add(id(gi))                   # computed in g
+                        gi = g * p if dt is _F64 or dt.kind != 'c' else g * p.conjugate()
                     else:
                         # Spelled-out calls for one and two arguments: a call with *args
                         # costs twice as much, ~2% of an eager operation.

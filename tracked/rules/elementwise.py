@@ -123,7 +123,8 @@ def _power_partials(power):
         return y * power(x, np.where(y == 0, 1.0, y - 1))
 
     def base_vjp(g, ans, x, y):
-        if type(y) in _PYNUM and y == 2 and not is_complex(x):
+        if type(y) in _PYNUM and y == 2 and (x.dtype.kind != 'c' if type(x) is np.ndarray
+                                             else not is_complex(x)):
             return g * 2.0 * x          # not g * (2.0 * x): a 0-d g (lazy) makes one pass
         p = base(None, x, y)            # (the base's partial never reads ans: not kept)
         return g * (np.conj(p) if is_complex(p) else p)
