@@ -678,6 +678,8 @@ def _same_entry(fast, general):
     (lambda x, y, z: x - y, lambda x, y, z: (tr.data(x), tr.data(y))),         # two tracked
     (lambda x, y, z: x * z, lambda x, y, z: (tr.data(x), tr.data(z))),         # broadcasting
     (lambda x, y, z: x[1:], lambda x, y, z: (tr.data(x), slice(1, None))),     # x[a:b]
+    (lambda x, y, z: np.sum(x), lambda x, y, z: (tr.data(x),)),               # one-value
+    (lambda x, y, z: np.amax(x, axis=0, keepdims=True), lambda x, y, z: (tr.data(x),)),
 ])
 def test_fast_paths_build_the_entry_new_node_builds(build, inputs):
     x, y = tr.param(np.array([0.5, 1.5, 2.5])), tr.param(np.array([1.0, 2.0, 3.0]))
