@@ -195,11 +195,16 @@ def unbroadcast(g, shape):
     gshape = shape_of(g)
     if gshape == shape or gshape == ():     # a 0-d g broadcasts to any shape: lazy
         return g
-    extra = len(gshape) - len(shape)
-    inner = tuple(i for i in range(max(extra, 0), len(gshape))
-                  if shape[i - extra] == 1 and gshape[i] != 1)
+    nd = len(gshape)
+    extra = nd - len(shape)
     # np.sum on a plain array is add.reduce behind a wrapper that costs ~4x more
     total = _add_reduce if type(g) is np.ndarray else np.sum
+    if extra > 0 and gshape[extra:] == shape:     # only leading axes added (a bias)
+        return total(g, axis=tuple(range(extra)))
+    inner: tuple[int, ...] = ()     # (a loop: a generator costs ~1 µs more here)
+    for i in range(max(extra, 0), nd):
+        if shape[i - extra] == 1 and gshape[i] != 1:
+            inner += (i,)
     if inner:                   # keepdims: axes of g that stay small stay aligned
         g = total(g, axis=inner, keepdims=True)
     if extra > 0:
