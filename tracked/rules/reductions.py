@@ -368,7 +368,8 @@ def _chooser(np_fn, name):
         _check(name, out=out)
         if reduce is not None and not rest and type(a) is np.ndarray and (
                 not kw or (len(kw) == 1 and type(kw.get('keepdims')) is bool)):
-            return reduce(a, axis, None, None, kw.get('keepdims', False))
+            return reduce(a, axis, None, None,  # type: ignore[call-overload, unused-ignore]
+                          kw.get('keepdims', False))
         return np_fn(a, axis, None, *rest, **kw)
     forward.__name__ = name
     return forward
@@ -386,7 +387,7 @@ def _chooser_weight(ans, a, axis, keepdims, where):
         mask = mask & where
     axes = _axes(axis, len(shape))
     if type(mask) is np.ndarray:    # plain values: no np.sum wrapper, no float64 copy
-        n = _add_reduce(mask, axes, None, None, True)
+        n = _add_reduce(mask, axes, None, None, True)  # type: ignore[call-overload, unused-ignore]
         return (mask / np.maximum(n, 1)).astype(a.dtype, copy=False)
     n = np.sum(mask, axis=axes, keepdims=True)
     return (mask / np.maximum(n, 1)).astype(a.dtype)
