@@ -83,9 +83,11 @@ def vjp(f: Callable[..., Any], *args: Any) -> tuple[Any, Callable[..., tuple[Any
                            private=last)
         grads = []
         for b in boxed:
-            g = cts.get(b._node)
-            if g is not None and not (type(g) is np.ndarray and g.dtype is b._value.dtype):
-                g = _cast_like(g, b._value)     # (the common case needs no cast)
+            g = cts.get(box.node(b))
+            if g is not None:
+                x = box.unboxed(b)
+                if not (type(g) is np.ndarray and g.dtype is getattr(x, 'dtype', None)):
+                    g = _cast_like(g, x)        # (the common case needs no cast)
             grads.append(g)
         return tuple(grads)
     # for pullback's protection of y
