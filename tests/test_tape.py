@@ -749,6 +749,16 @@ _OWNERSHIP_CASES = {
     'slices': lambda x: np.sum(x[2:-3] ** 2 * 0.5) + np.sum((1.0 - x[:-5]) ** 2)
     + np.sum(x[::3] * 2.0) + np.sum(x[:7] ** 2),
     'float_power': lambda x: np.sum(np.float_power(x - 1.0, 2) * 2.0),
+    # a - b's -g for b left unmade (tape._Negated): folded into x**2's pullback, made
+    # for other pullbacks, for a leaf, and when b's cotangent is also summed
+    'minus a square used twice': lambda x: np.sum((x * 2.0 - x ** 2) ** 2) + np.sum(
+        (lambda s: (x * 3.0 - s) * 2.0 + s * 3.0)(x ** 2)),
+    'minus other pullbacks': lambda x: np.sum(
+        (x * 2.0 - np.cos(x)) * (x * 3.0 - -x) * (x - (1.0 - x)) * (x - np.deg2rad(x)))
+    + np.sum((x * 0.5 - x ** 3) ** 2) + np.sum((x * 0.5 - np.float_power(x, 2)) ** 2),
+    'minus a leaf': lambda x: np.sum((np.sin(x) - x) ** 2),
+    'minus, then summed': lambda x: (lambda s: np.sum(s * 3.0) + np.sum((x * 2.0 - s) ** 2))(
+        x ** 2),
 }
 
 
@@ -802,6 +812,7 @@ def test_two_leaves_never_share_a_gradient_array(monkeypatch, threshold):
     n = 2 * tp._IN_PLACE if threshold is None else 10
     a0, b0, c0 = np.linspace(0.0, 1.0, n), np.linspace(1.0, 2.0, n), np.ones(n)
     for f in (lambda a, b, c: np.sum((a + b - c) ** 2),
+              lambda a, b, c: np.sum((a * 2.0 - b) ** 2 + (c - b ** 2) ** 2),
               lambda a, b, c: np.sum(np.sin(a + b + c)),
               lambda a, b, c: np.sum(a + b + c)):
         grads = tr.gradient(f, a0, b0, c0)
@@ -842,3 +853,14 @@ def test_slice_cotangents_made_dense_equal_zero_filled_sums(dtype):
                 tp._IN_PLACE = old
             assert got.dtype == dtype and got.shape == shape
             np.testing.assert_array_equal(got, want)
+
+
+def test_in_place_cotangents_of_zero_d_values_under_nesting(monkeypatch):
+    # found by the program fuzzer with the threshold at 1 (seed 23000200: the gradient of
+    # <gradient of sum(sin(-a)), u> at a scalar): -g left unmade for a 0-d cotangent
+    # became a NumPy scalar when made, which an in-place pullback was given to write into
+    from tests.fuzz import campaign
+    monkeypatch.setattr(tp, '_IN_PLACE', 1)
+    res = campaign.run([23000200, 23000665, 23000805])
+    assert not res.findings('gradient of gradient'), campaign.summary(res)
+    assert res.passed['gradient of gradient'] == 3

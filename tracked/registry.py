@@ -303,10 +303,12 @@ class Primitive:
         # Per position, the partial derivative that ``tape.backward`` calls itself
         # instead of the pullback made from it (one Python call less); None: no such.
         self.inline = None
-        # Per position, a pullback ``(g, ans, *args) -> gi or None`` that may write into
-        # ``g``: ``tape.backward`` calls it when ``g`` is a float64 array of the output's
-        # shape that only the backward pass references and this argument is the entry's
-        # only parent (None where it declines); None: no such.
+        # Per position, a pullback ``(g, ans, *args, negate=False) -> gi or None`` that
+        # may write into ``g``: ``tape.backward`` calls it when ``g`` is a float64 array
+        # of the output's shape that only the backward pass references and this argument
+        # is the entry's only parent (None where it declines).  With ``negate=True`` ``g``
+        # is shared: it returns the pullback of ``-g`` as a new array, never None (the
+        # backward pass carries ``a - b``'s ``-g`` unmade to such an entry); None: no such.
         self.consume = None
         # Per position, whether the pullback returns, for an ndarray cotangent, a new
         # ndarray that nothing else references (``-g``, ``g * c``), which the backward
@@ -492,8 +494,17 @@ def _consume_constant(d):
     if callable(d) or type(d) not in (int, float) or d in (0, 1):
         return None
     if d == -1:
-        return lambda g, ans, *args: _negative(g, out=g)
-    return lambda g, ans, *args: _multiply(g, d, out=g)
+        return negate_into
+
+    def scale_into(g, ans, *args, negate=False):
+        return g * -d if negate else _multiply(g, d, out=g)
+    return scale_into
+
+
+def negate_into(g, ans, *args, negate=False):
+    """``Primitive.consume`` of a partial -1 (``a - b``'s ``b``, ``-x``): ``-g`` in ``g``
+    (with ``negate``: a copy of ``g``)."""
+    return g.copy() if negate else _negative(g, out=g)
 
 
 _negative, _multiply = np.negative, np.multiply

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .registry import identity, plan_key
+from .registry import identity, negate_into, plan_key
 
 sequence = itertools.count()      # entries' numbers; next() is atomic under the GIL
 _levels = itertools.count(1)      # level 0 is every thread's base tape (``param``)
@@ -248,6 +248,7 @@ _PLAIN = frozenset((np.ndarray, np.float64, np.float32, np.float16, np.longdoubl
 _F64 = np.dtype(np.float64)
 _REAL_SCALARS = frozenset((float, int, np.float64))
 _multiply = np.multiply
+_negative = np.negative
 _add_reduce = np.add.reduce
 # Arrays from this many elements are computed in place into cotangent buffers that a
 # backward pass owns (``backward``'s ``owned``); below it, a new array costs no more.
@@ -336,12 +337,15 @@ class Cotangents(tuple):
                           for a, b in zip(self, other))
 
 
-def _in_place(prim, pos, g, ans, args, kwargs):
+def _in_place(prim, pos, g, ans, args, kwargs, mine=True):
     """The cotangent that ``prim``'s pullback at ``pos`` sends for ``g``, computed in ``g``
     (a float array only this backward pass references, of the entry's only parent):
     ``g`` itself for the identity, ``g * p`` in ``g`` for an inline partial ``p`` (a new
     array when ``p`` cannot be multiplied into it), ``Primitive.consume``'s result; None
-    where none applies (the ordinary pullback then runs)."""
+    where none applies (the ordinary pullback then runs).  ``mine`` is ``_NEGATE`` for
+    the pullback of ``-g`` (``g`` shared, ``_negated``): a new array from the consumer."""
+    if mine == _NEGATE:
+        return prim.consume[pos](g, ans, *args, negate=True)
     vjp = prim.vjps[pos]
     if vjp is identity:
         return g
@@ -360,6 +364,31 @@ def _in_place(prim, pos, g, ans, args, kwargs):
     return None
 
 
+class _Negated:
+    """``-g`` not made yet (``backward``): ``g`` is shared with other cotangents, so it
+    is only read.  Always in ``owned`` (only the pass references the wrapper)."""
+    __slots__ = ('g',)
+
+    def __init__(self, g):
+        self.g = g
+
+
+_NEGATE = 2     # ``backward``'s ``mine`` for a cotangent to be negated by the consumer
+
+
+def _negated(node, g):
+    """``(g, mine)`` for ``node``, whose cotangent is ``-g`` (``_Negated``): ``g`` itself
+    and ``_NEGATE`` when the entry's only pullback takes the sign
+    (``Primitive.consume``), else ``-g`` made now, ours."""
+    prim = node.prim
+    if prim is not None and node.args is not None and len(node.parents) == 1 and \
+            not node.kwargs and prim.consume is not None and \
+            prim.consume[node.parents[0][0]] is not None:
+        return g, _NEGATE
+    g = _negative(g)                # (an array: made only for g of ndim >= 1)
+    return g, len(node.parents) == 1 and type(g) is np.ndarray
+
+
 def _accumulate(prev, gi, owned):
     """``prev + gi``, in place into a buffer this backward pass made when that is safe.
 
@@ -369,6 +398,11 @@ def _accumulate(prev, gi, owned):
     leaves ``owned``: once it is freed, the id may be another array's (an input's, a
     read-only saved value), which must never be written into.
     """
+    if type(prev) is _Negated:      # made now: it is summed
+        owned.discard(id(prev))
+        prev = _negative(prev.g)
+        if type(prev) is np.ndarray:
+            owned.add(id(prev))
     if owned and id(gi) in owned:
         if id(prev) not in owned and type(prev) in _PLAIN and \
                 gi.dtype == np.result_type(gi, prev) and \
@@ -511,10 +545,13 @@ def backward(root, seed, retain=False, private=False, sparse=False):
             # ``mine``: g is a large buffer of this pass that nothing else references
             # (see ``owned``), and the entry has one parent, whose pullback may then
             # compute in it (``_in_place``)
-            mine = False
+            mine: bool | int = False
             if owned and id(g) in owned:
                 owned.discard(id(g))
-                mine = len(node.parents) == 1 and g.size >= _IN_PLACE
+                if type(g) is _Negated:     # a - b's -g for b, not made yet
+                    g, mine = _negated(node, g.g)
+                else:
+                    mine = len(node.parents) == 1 and g.size >= _IN_PLACE
             args = node.args
             # the first parent this entry schedules skips the heap (chains)
             nxt: Node | None = None
@@ -556,11 +593,23 @@ def backward(root, seed, retain=False, private=False, sparse=False):
                 nargs = len(args)
                 for pos, parent in node.parents:
                     vjp = vjps[pos]
-                    if mine and (gi := _in_place(prim, pos, g, ans, args, kwargs)) is not None:
+                    if mine and (gi := _in_place(prim, pos, g, ans, args, kwargs, mine)) \
+                            is not None:
                         if type(gi) is np.ndarray:      # g itself, or a new array
                             owned.add(id(gi))
                     elif vjp is identity:
                         gi = g
+                    elif same_shape and prim.consume is not None and \
+                            prim.consume[pos] is negate_into and type(g) is np.ndarray and \
+                            g.dtype is _F64 and g.size >= _IN_PLACE and g.ndim and \
+                            parent is not nxt \
+                            and parent not in cts and not kwargs:
+                        # -g for a parent whose cotangent this is alone so far: left
+                        # unmade, so that an entry taking it (x**2) folds the sign into
+                        # its own pullback (one pass fewer); made when anything else
+                        # reads it (_negated, _accumulate)
+                        gi = _Negated(g)
+                        owned.add(id(gi))
                     elif inline is not None and inline[pos] is not None and not kwargs:
                         # A pullback made from a partial derivative (``defpartials``):
                         # its ``g * conj(d(ans, *args))`` spelled out here, saving one

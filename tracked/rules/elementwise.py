@@ -129,15 +129,20 @@ def _power_partials(power):
         p = base(None, x, y)            # (the base's partial never reads ans: not kept)
         return g * (np.conj(p) if is_complex(p) else p)
 
-    def base_consume(g, ans, x, y):
-        # x**2 with a cotangent g the backward pass owns: in g, no new buffer (the
-        # scaling by 2 is exact, so the order does not change the result)
+    def base_consume(g, ans, x, y, negate=False):
+        # x**2 with a cotangent g the backward pass owns: in g, no new buffer; with
+        # negate (g shared), -g's pullback in one new buffer (the scalings by 2 and -1
+        # are exact, so the order does not change the result)
         if type(y) in _PYNUM and y == 2 and type(x) is np.ndarray and \
                 x.dtype.kind == 'f' and x.shape == g.shape:
+            if negate:
+                out = np.multiply(g, x)
+                out *= -2.0
+                return out
             np.multiply(g, x, out=g)
             g *= 2.0
             return g
-        return None
+        return base_vjp(-g, ans, x, y) if negate else None
 
     def exponent(ans, x, y):
         if type(x) in _PYNUM:                     # constant base, e.g. 2.0 ** y
