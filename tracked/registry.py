@@ -276,7 +276,7 @@ class Primitive:
 
     __slots__ = ('fn', 'vjps', 'name', 'view', 'direct', 'saves', 'elementwise', 'fast',
                  'kernel', 'index_args', 'sequences', 'multi', 'partials', 'linear', 'jvp',
-                 'inline', 'batched', 'ref', 'structure')
+                 'inline', 'consume', 'fresh', 'batched', 'ref', 'structure')
 
     def __init__(self, fn, vjps, name=None, view=False, direct=False, elementwise=False,
                  kernel=None, index_args=(), multi=False, partials=None, linear=None,
@@ -303,6 +303,18 @@ class Primitive:
         # Per position, the partial derivative that ``tape.backward`` calls itself
         # instead of the pullback made from it (one Python call less); None: no such.
         self.inline = None
+        # Per position, a pullback ``(g, ans, *args, negate=False) -> gi or None`` that
+        # may write into ``g``: ``tape.backward`` calls it when ``g`` is a float64 array
+        # of the output's shape that only the backward pass references and this argument
+        # is the entry's only parent (None where it declines).  With ``negate=True`` ``g``
+        # is shared: it returns the pullback of ``-g`` as a new array, never None (the
+        # backward pass carries ``a - b``'s ``-g`` unmade to such an entry); None: no such.
+        self.consume = None
+        # Per position, whether the pullback returns, for an ndarray cotangent, a new
+        # ndarray that nothing else references (``-g``, ``g * c``), which the backward
+        # pass may then write into; None: none does (the inline partials' ``g * d``
+        # always does).
+        self.fresh = None
         self.ref = None
         self.structure = structure or (
             'elementwise' if elementwise or partials is not None else None)
@@ -456,6 +468,13 @@ def defpartials(fun, *partials, fn=None, name=None, kernel=None, vjps=None, regi
                    for d, v in zip(partials, made))
     if any(d is not None for d in inline):
         prim.inline = inline
+    # A constant partial's pullback (-g, g * c) makes a new array, which the backward
+    # pass may compute in place into a cotangent it owns.
+    consume = tuple(_consume_constant(d) if getattr(v, 'partial', None) is d else None
+                    for d, v in zip(partials, made))
+    if any(c is not None for c in consume):
+        prim.consume = consume
+        prim.fresh = tuple(c is not None for c in consume)
     if register:
         RULES[fun] = prim
     return prim
@@ -467,6 +486,28 @@ _REAL_NUMBERS = frozenset((float, int, bool))
 def _real(p):
     """Whether a partial derivative that is not a Python real number is real."""
     return type(p) is not complex and p.dtype.kind != 'c'
+
+
+def _consume_constant(d):
+    """The in-place pullback (``Primitive.consume``) of a real constant partial ``d``
+    other than 0 and 1, or None."""
+    if callable(d) or type(d) not in (int, float) or d in (0, 1):
+        return None
+    if d == -1:
+        return negate_into
+
+    def scale_into(g, ans, *args, negate=False):
+        return g * -d if negate else _multiply(g, d, out=g)
+    return scale_into
+
+
+def negate_into(g, ans, *args, negate=False):
+    """``Primitive.consume`` of a partial -1 (``a - b``'s ``b``, ``-x``): ``-g`` in ``g``
+    (with ``negate``: a copy of ``g``)."""
+    return g.copy() if negate else _negative(g, out=g)
+
+
+_negative, _multiply = np.negative, np.multiply
 
 
 def _partial_vjp(d, nargs):

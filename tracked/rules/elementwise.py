@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from ..forward import align_batch
-from ..registry import Primitive, defpartials, defvjp, defcomposite
+from ..registry import RULES, Primitive, defpartials, defvjp, defcomposite
 from ..dispatch import apply
 
 _LN2 = math.log(2.0)
@@ -123,10 +123,26 @@ def _power_partials(power):
         return y * power(x, np.where(y == 0, 1.0, y - 1))
 
     def base_vjp(g, ans, x, y):
-        if type(y) in _PYNUM and y == 2 and not is_complex(x):
+        if type(y) in _PYNUM and y == 2 and (x.dtype.kind != 'c' if type(x) is np.ndarray
+                                             else not is_complex(x)):
             return g * 2.0 * x          # not g * (2.0 * x): a 0-d g (lazy) makes one pass
         p = base(None, x, y)            # (the base's partial never reads ans: not kept)
         return g * (np.conj(p) if is_complex(p) else p)
+
+    def base_consume(g, ans, x, y, negate=False):
+        # x**2 with a cotangent g the backward pass owns: in g, no new buffer; with
+        # negate (g shared), -g's pullback in one new buffer (the scalings by 2 and -1
+        # are exact, so the order does not change the result)
+        if type(y) in _PYNUM and y == 2 and type(x) is np.ndarray and \
+                x.dtype.kind == 'f' and x.shape == g.shape:
+            if negate:
+                out = np.multiply(g, x)
+                out *= -2.0
+                return out
+            np.multiply(g, x, out=g)
+            g *= 2.0
+            return g
+        return base_vjp(-g, ans, x, y) if negate else None
 
     def exponent(ans, x, y):
         if type(x) in _PYNUM:                     # constant base, e.g. 2.0 ** y
@@ -138,16 +154,19 @@ def _power_partials(power):
             return ans * np.log(x * (1.0 + 0.0j))
         return ans * np.log(np.where(x > 0, x, 1.0))
 
-    return base, exponent, base_vjp
+    return base, exponent, base_vjp, base_consume
 
 
-_pow_base, _pow_exponent, _pow_base_vjp = _power_partials(np.power)
+_pow_base, _pow_exponent, _pow_base_vjp, _pow_consume = _power_partials(np.power)
 # The forward is ``x ** y``: ndarray's operator has fast paths (x**2 as a square, x**0.5
 # as a square root) that the np.power ufunc called directly does not take.
 defpartials(np.power, _pow_base, _pow_exponent, fn=operator.pow, name='np.power',
-            kernel='power', vjps=(_pow_base_vjp, None))
-_fpow_base, _fpow_exponent, _fpow_base_vjp = _power_partials(np.float_power)
-defpartials(np.float_power, _fpow_base, _fpow_exponent, vjps=(_fpow_base_vjp, None))
+            kernel='power', vjps=(_pow_base_vjp, None)).consume = (_pow_consume, None)
+RULES[np.power].fresh = (True, False)      # g * p: a new array
+_fpow_base, _fpow_exponent, _fpow_base_vjp, _fpow_consume = _power_partials(np.float_power)
+defpartials(np.float_power, _fpow_base, _fpow_exponent,
+            vjps=(_fpow_base_vjp, None)).consume = (_fpow_consume, None)
+RULES[np.float_power].fresh = (True, False)
 
 
 # --------------------------------------------------------------------------

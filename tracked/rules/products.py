@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from ..registry import Primitive, defcomposite, defvjp
+from ..registry import RULES, Primitive, defcomposite, defvjp
 from ..dispatch import apply
 from .matrices import (arr, col, conj, dtype_of, moveaxis, mT, pad_batch, reject_out, row,
                        shape_of)
@@ -106,6 +106,9 @@ def _matmul_structure(varying, ans, a, b, **kwargs):
 
 defvjp(np.matmul, _matmul_vjp_a, _matmul_vjp_b, fn=matmul_forward, kernel='matmul', linear='each',
        batched=_matmul_batched, structure=_matmul_structure)
+# Both pullbacks return a new product: the backward pass may compute the next pullback
+# (tanh's, say) in it instead of in another new array.
+RULES[np.matmul].fresh = (True, True)
 
 
 # --------------------------------------------------------------------------

@@ -216,10 +216,11 @@ def _prod_others(x, axes):
 _add_reduce = np.add.reduce
 
 def _sum(a, axis=None, dtype=None, out=None, *rest, **kw):
-    if dtype is None and out is None and not rest and not kw and type(a) is np.ndarray:
+    if dtype is None and out is None and not rest and type(a) is np.ndarray and (
+            not kw or (len(kw) == 1 and type(kw.get('keepdims')) is bool)):
         # what np.sum calls, without its ~4x costlier wrapper (NumPy 2.5's stubs type
         # ufunc.reduce's axis narrowly; 2.4's do not)
-        return _add_reduce(a, axis)  # type: ignore[call-overload, unused-ignore]
+        return _add_reduce(a, axis, None, None, kw.get('keepdims', False))  # type: ignore[call-overload, unused-ignore]
     _check('sum', dtype, out)
     return np.sum(a, axis, dtype, None, *rest, **kw)
 
@@ -359,8 +360,16 @@ defvjp(np.prod, _prod_vjp, fn=_prod, jvp=_prod_jvp, batched=_prod_jvp, structure
 # --------------------------------------------------------------------------
 
 def _chooser(np_fn, name):
+    # np.max/np.min are maximum/minimum.reduce behind a costlier wrapper
+    reduce = {np.max: np.maximum.reduce, np.amax: np.maximum.reduce,
+              np.min: np.minimum.reduce, np.amin: np.minimum.reduce}.get(np_fn)
+
     def forward(a, axis=None, out=None, *rest, **kw):
         _check(name, out=out)
+        if reduce is not None and not rest and type(a) is np.ndarray and (
+                not kw or (len(kw) == 1 and type(kw.get('keepdims')) is bool)):
+            return reduce(a, axis, None, None,  # type: ignore[call-overload, unused-ignore]
+                          kw.get('keepdims', False))
         return np_fn(a, axis, None, *rest, **kw)
     forward.__name__ = name
     return forward
@@ -372,16 +381,20 @@ def _chooser_weight(ans, a, axis, keepdims, where):
     # and sums to 1; the alternative (all to the first, like torch.max(dim)) depends
     # on memory order.  Elements excluded by where=, and all of them when initial=
     # wins, get zero.  NaN never equals the result, so NaNs get zero.
-    shape = np.shape(a)
+    shape = shape_of(a)     # np.shape's dispatch costs more
     mask = a == _keep(ans, shape, axis, keepdims)
     if _masked(where):
         mask = mask & where
-    n = np.sum(mask, axis=_axes(axis, len(shape)), keepdims=True)
+    axes = _axes(axis, len(shape))
+    if type(mask) is np.ndarray:    # plain values: no np.sum wrapper, no float64 copy
+        n = _add_reduce(mask, axes, None, None, True)  # type: ignore[call-overload, unused-ignore]
+        return (mask / np.maximum(n, 1)).astype(a.dtype, copy=False)
+    n = np.sum(mask, axis=axes, keepdims=True)
     return (mask / np.maximum(n, 1)).astype(a.dtype)
 
 
 def _chooser_vjp(g, ans, a, axis=None, out=None, keepdims=False, initial=None, where=True):
-    return _keep(g, np.shape(a), axis, keepdims) * _chooser_weight(ans, a, axis, keepdims, where)
+    return _keep(g, shape_of(a), axis, keepdims) * _chooser_weight(ans, a, axis, keepdims, where)
 
 
 def _chooser_jvp(t, ans, a, axis=None, out=None, keepdims=False, initial=None, where=True):
