@@ -1,14 +1,7 @@
 """Fixtures of the compiled-tape tests."""
-import os
-
 import pytest
 
 from tracked.compiled_tape import cache
-
-# These tests check the kernels: a plan must not move a unit to NumPy because NumPy
-# happened to time faster on a busy machine (test_choice.py turns the measurement on).
-os.environ['TRACKED_NUMPY_CHOICE'] = '0'
-
 
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):

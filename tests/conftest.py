@@ -1,0 +1,8 @@
+"""Settings of the whole suite."""
+import os
+
+# Tests check the compiled kernels: a plan must not move a unit to NumPy, nor a tape keep
+# its NumPy replay, because NumPy happened to time faster on a busy machine (choice.py;
+# test_choice.py turns the measurement on).  Here, not in tests/compiled_tape's conftest
+# alone: the rules' and programs' compiled paths run without that folder too.
+os.environ['TRACKED_NUMPY_CHOICE'] = '0'
