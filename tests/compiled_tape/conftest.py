@@ -3,6 +3,7 @@ import pytest
 
 from tracked.compiled_tape import cache
 
+
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
     """An empty cache folder, seen as a new process sees it (no module loaded, no
