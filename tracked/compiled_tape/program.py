@@ -3,6 +3,7 @@ from typing import Any
 
 import numpy as np
 
+from ..rules.indexing import SCATTER_ADD
 from ..rules.products import matmul_forward
 from .guards import Guard, guard_error
 from .record import Instr, Ref, instr_text
@@ -72,25 +73,40 @@ class Program:
         values it reads last or None: dropped after it); the template of env (a slot per
         instruction, then the constant operands)."""
         last = {}                          # value -> the last instruction reading it
+        readers: dict[int, int] = {}       # value -> how many instructions read it
         self._viewed = set()               # values some non-ufunc reads (it may view them)
         for ins in self.instrs:
             for j in ins.refs():
                 last[j] = ins.i
+                readers[j] = readers.get(j, 0) + 1
                 if type(ins.fn) is not np.ufunc:
                     self._viewed.add(j)
         keep = {o.i for o in self.outputs if type(o) is Ref}
+        fused = self._fusions(last, readers, keep)
+        for add_i, (s_i, _, _) in fused.items():       # g is read by the add instead
+            g = self.instrs[s_i].args[0].i
+            last[g] = max(last[g], add_i)
         dead: dict[int, list[int]] = {}
         for j, i in last.items():
             ins = self.instrs[j]
             if j not in keep and ins.kind != 'input' and _nbytes(ins.value) >= FREE_BYTES:
                 dead.setdefault(i, []).append(j)
-        inputs, body = [], []
+        inputs: list[Any] = []
+        body: list[Any] = []
         consts: list[Any] = []               # plain operands of 1- and 2-operand calls
         n = len(self.instrs)
+        skipped = {s_i for s_i, _, _ in fused.values()}
         for ins in self.instrs:
             guards = self.guards_at.get(ins.i) or None
             if ins.kind == 'input':
                 inputs.append((ins.i, ins.pos, guards))
+                continue
+            if ins.i in skipped:             # computed by the add that reads it
+                continue
+            if ins.i in fused:
+                s_i, a_i, idx = fused[ins.i]
+                body.append((ins.i, 2, a_i, self.instrs[s_i].args[0].i, _add_at(idx), None,
+                             {}, None, dead.get(ins.i)))
                 continue
             fn = ins.fn
             if fn is matmul_forward and not ins.kwargs:
@@ -114,6 +130,45 @@ class Program:
             body.append((ins.i, arity, slots[0], slots[1], fn, _arg_builder(ins.args),
                          ins.kwargs, guards, dead.get(ins.i)))
         return inputs, body, [None] * n + consts
+
+    def _fusions(self, last, readers, keep):
+        """``{add: (scatter, other operand, index)}`` for each ``np.add(a, scatter_add(g,
+        idx, shape))`` whose scatter result only that add reads, at a slice, and whose
+        other operand ``a`` is a fresh array of the result's shape and dtype that dies
+        there: replayed as ``a[idx] += g`` (the eager backward sums a slice's cotangent
+        the same way), without the scatter's zeroed array and the full addition.  W3 at
+        n = 1e5 sums three slices' adjoints: four passes over the array fewer."""
+        out: dict[int, tuple[int, int, Any]] = {}
+        fresh: set[int] = set()           # values that are arrays of their own
+        for ins in self.instrs:
+            if ins.kind == 'input' or not isinstance(ins.value, np.ndarray):
+                continue
+            if ins.prim is SCATTER_ADD or (type(ins.fn) is np.ufunc and ins.fn.nout == 1):
+                fresh.add(ins.i)
+            if ins.fn is not np.add or ins.kwargs or len(ins.args) != 2 or \
+                    not all(type(a) is Ref for a in ins.args) or ins.i in self.guards_at:
+                continue
+            for k in (0, 1):
+                s, a = self.instrs[ins.args[k].i], self.instrs[ins.args[1 - k].i]
+                if s.prim is not SCATTER_ADD or s.kwargs or len(s.args) != 3 or \
+                        type(s.args[0]) is not Ref or readers.get(s.i) != 1 or \
+                        s.i in keep or s.i in self.guards_at:
+                    continue
+                idx = s.args[1]
+                if not (type(idx) is slice or type(idx) is tuple and idx and
+                        all(type(x) is slice for x in idx)):
+                    continue
+                g = self.instrs[s.args[0].i].value
+                if a.i == s.i or a.i not in fresh or last.get(a.i) != ins.i or \
+                        readers.get(a.i) != 1 or a.i in keep or a.i in self._viewed or \
+                        a.value.shape != ins.value.shape or a.value.dtype != ins.value.dtype \
+                        or s.value.shape != ins.value.shape or \
+                        np.result_type(g, a.value) != a.value.dtype:
+                    continue
+                out[ins.i] = (s.i, a.i, idx)
+                fresh.add(ins.i)          # the add's result is a's array: its own
+                break
+        return out
 
     def _check(self, guards, v, i):
         for g in guards:
@@ -178,6 +233,14 @@ class Program:
                             for g in self.guards_at.get(ins.i, ()))
             out.append(f'{text:<60} : {ins.shape} {ins.dtype}{extra}')
         return out
+
+
+def _add_at(idx):
+    """``a[idx] += g``, returning ``a`` (a fused ``np.add(a, scatter_add(g, idx, ...))``)."""
+    def add_at(a, g):
+        a[idx] += g
+        return a
+    return add_at
 
 
 def _into_operand(fn, k):

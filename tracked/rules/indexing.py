@@ -105,6 +105,9 @@ _scatter = Primitive(_scatter_add_fwd, (lambda g, ans, h, idx, shape, unique=Non
                      batched=_scatter_batched, structure=_scatter_structure)
 
 
+SCATTER_ADD = _scatter      # the primitive (the NumPy replay fuses it into a following add)
+
+
 def scatter_add(g, idx, shape, unique=None):
     """``scatter_add(g, idx, shape)``: zeros of ``shape`` with ``g`` added at ``idx``
     (repeated indices accumulate); the adjoint of ``x[idx]``, differentiable itself.
