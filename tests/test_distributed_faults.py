@@ -244,7 +244,9 @@ def test_a_loss_that_never_returns_times_out(client, tmp_path):
         'td.train at step 1 (counting from 0; the model and optimiser state are those after '
         'the steps before it): not finished within timeout=1 s; its replicas were released')
     assert 1 <= elapsed < 8
-    _assert_equal((model, state), (model0, state0))
+    # to rounding: the two runs may group the shards differently when a worker of an
+    # earlier test is still being replaced (one bit apart, once in a full run)
+    _assert_equal((model, state), (model0, state0), rtol=1e-14)
     # withgradient's own, and the cluster works again once the loss returned
     expected = td.withgradient(client, Fault(tmp_path / 'none', None), _model(),
                                _split(*_data()))
