@@ -26,6 +26,10 @@ is compared with the NumPy replay before it is used (firstrun.py) either way.
 
 ``$TRACKED_NATIVE=0`` compiles every kernel with numba; the default is native on Linux,
 where it is tested, and numba elsewhere (``TRACKED_NATIVE=1`` turns native on).
+
+One module, though long: the compiling process (entries.py) runs it by path, without the
+package, to build IR into object code, and the symbols ``build`` registers are the
+translation's own function tables.
 """
 from __future__ import annotations
 
@@ -36,9 +40,8 @@ import os
 import sys
 import threading
 
-__all__ = ['Unsupported', 'enabled', 'fingerprint', 'name_of', 'Deferred', 'kernel_name', 'text',
-           'translate',
-           'build', 'load']
+__all__ = ['Unsupported', 'enabled', 'fingerprint', 'name_of', 'Deferred', 'kernel_name',
+           'text', 'translate', 'build', 'load']
 
 
 class Unsupported(Exception):
