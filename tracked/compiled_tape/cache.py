@@ -48,7 +48,7 @@ import time
 import warnings
 from typing import Any
 
-from . import entries
+from . import entries, native
 from .entries import WORKER
 
 __all__ = ['cache_dir', 'root', 'load', 'load_native', 'compile_native', 'built_here', 'has',
@@ -317,7 +317,6 @@ def load_native(name, ir, compile=True):
 
 def _load_native(name, ir, compile):
     """``load_native`` without the locking: a checked entry, else a build here."""
-    from . import native
     folder = _entry(name, ir)
     if folder is not None:
         try:
@@ -344,7 +343,6 @@ def _build_native(name, ir):
     """Build native kernel ``name`` and publish its entry; its object code.  A cache
     folder that cannot be written gives way to this process's temporary one, and if
     that fails too the code is used unkept."""
-    from . import native
     obj = native.build(native.text(ir))
     built_here.add(name)
     for _ in range(2):
@@ -370,14 +368,6 @@ def _build_native(name, ir):
 def has(name):
     """Whether the cache has a checked entry ``name`` (a damaged one is set aside)."""
     return name in _loaded or _entry(name, None) is not None
-
-
-def _text(source):
-    """A source's text (a native entry's IR may be made only now: native.Deferred)."""
-    if isinstance(source, str):
-        return source
-    from . import native
-    return native.text(source)
 
 
 def missing(sources):
@@ -415,7 +405,7 @@ def _stage_in(store, sources):
         for name, source in sources:
             os.mkdir(os.path.join(job, name))
             entries.write(os.path.join(job, name, entries.source_file(name)),
-                          _text(source).encode())
+                          native.text(source).encode())
     except BaseException:
         shutil.rmtree(job, ignore_errors=True)
         raise

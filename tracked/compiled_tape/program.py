@@ -22,6 +22,7 @@ class Program:
 
     Identical instructions (same function, arguments and keyword arguments) are
     merged: nested backward passes recompute the same saved quantities many times.
+    ``fused``: the adds the replay runs as ``a[idx] += g`` (``_fusions``).
     """
 
     def __init__(self, rec, outputs):
@@ -82,7 +83,7 @@ class Program:
                 if type(ins.fn) is not np.ufunc:
                     self._viewed.add(j)
         keep = {o.i for o in self.outputs if type(o) is Ref}
-        fused = self._fusions(last, readers, keep)
+        fused = self.fused = self._fusions(last, readers, keep)
         for add_i, (s_i, _, _) in fused.items():       # g is read by the add instead
             g = self.instrs[s_i].args[0].i
             last[g] = max(last[g], add_i)

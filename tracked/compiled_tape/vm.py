@@ -153,7 +153,6 @@ def _source(kernel, quick=False):
     on = native.enabled()
     got = _native.get((kernel.name, on, quick))
     if got is None:
-        got = (kernel.name, cache.kernel_module(kernel))
         if on:
             name = native.kernel_name(kernel, quick)
             if cache.has(name):          # built before: not translated again
@@ -163,6 +162,8 @@ def _source(kernel, quick=False):
                     got = native.translate(kernel, quick)
                 except native.Unsupported:
                     pass
+        if got is None:
+            got = (kernel.name, cache.kernel_module(kernel))
         _native[kernel.name, on, quick] = got
     return got
 
