@@ -6,3 +6,11 @@ import os
 # test_choice.py turns the measurement on).  Here, not in tests/compiled_tape's conftest
 # alone: the rules' and programs' compiled paths run without that folder too.
 os.environ['TRACKED_NUMPY_CHOICE'] = '0'
+
+# The eager recording methods built as native code (tracked/native_ops.py) are installed by
+# the first backward pass, in the background: here at once, so that every test records
+# through them (tests/test_native_ops.py compares them with boxes.py's Python methods).
+from tracked import native_ops  # noqa: E402
+
+if native_ops.available():
+    native_ops.install()

@@ -7,6 +7,7 @@ except _metadata.PackageNotFoundError:      # imported from a source tree, not i
     __version__ = '0+unknown'
 
 from . import box as _box, dispatch as _dispatch, forward as _forward, views as _views
+from . import native_ops as _native_ops, tape as _tape
 from .box import back
 from .boxes import TrackedArray, TrackedReal
 from . import rules
@@ -50,6 +51,7 @@ _box.register_types(TrackedArray, TrackedReal)
 _dispatch.register_forward(_forward.forward_apply)
 _dispatch.register_views(_views.note, _views.write)
 nn.register_printer(show.summary)             # print(layer) lists the model Flux's way
+_tape.on_first_backward.append(_native_ops.start)   # the recording methods in LLVM IR
 
 __all__ = [
     # tracked values (Tracker style)

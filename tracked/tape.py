@@ -40,6 +40,9 @@ _state = threading.local()        # per-thread switches: recording paused, activ
 # How many threads pause recording or record a GradientTape now: while it is 0, every
 # operation skips both thread-local lookups with one test (relies on the GIL).
 special_threads = 0
+# Run (and dropped) by the first backward pass: the package's __init__ puts native_ops.start
+# here, so that the native recording methods are built only in processes that differentiate.
+on_first_backward: list[Any] = []
 
 
 class GraphReleasedError(RuntimeError):
@@ -531,6 +534,8 @@ def backward(root, seed, retain=False, private=False, sparse=False):
     sends it a cotangent.  This finds the entries that lead to ``root`` as it goes; a
     separate search and sort beforehand cost ~8% of an eager operation.
     """
+    while on_first_backward:
+        on_first_backward.pop()()
     cts: dict[Node, Any] = {}           # cotangents of entries waiting in the heap
     heap: list[tuple[int, Node]] = []   # entries waiting for their turn, as (-seq, node)
     used: list[Node] | None = None if retain or private else []

@@ -41,7 +41,7 @@ import sys
 import threading
 
 __all__ = ['Unsupported', 'enabled', 'fingerprint', 'name_of', 'Deferred', 'kernel_name',
-           'text', 'translate', 'build', 'load']
+           'text', 'translate', 'build', 'load', 'addresses']
 
 
 class Unsupported(Exception):
@@ -808,7 +808,11 @@ def _machine():
 
 # what native code calls by name: CPython's API (pyentry.py) and the C math library
 PYTHON_API = ('PyLong_FromLongLong', 'PyEval_SaveThread', 'PyEval_RestoreThread',
-              'PyType_IsSubtype', 'PyErr_SetString')
+              'PyType_IsSubtype', 'PyErr_SetString',
+              # tracked/native_ops.py's methods
+              'PyDict_GetItem', 'PyObject_VectorcallDict', 'PyType_GenericAlloc', 'PyTuple_Pack',
+              'PyIter_Next', 'Py_IncRef', 'Py_DecRef', 'PyLong_AsLongLong', 'PyObject_GetAttr',
+              'PyDict_New', 'PyDict_SetItem', 'PyUnicode_Compare')
 
 
 def _register_symbols(llvm):
@@ -856,13 +860,19 @@ def load(name, obj):
     ``name``.  Each load has an execution engine of its own (kept for the process's
     life: kernels are never unloaded), so loading an entry again -- a test's new
     "process", a rebuilt entry -- never meets a symbol already defined."""
+    return addresses(obj, [name])[name]
+
+
+def addresses(obj, names):
+    """``load`` for several functions of one object: ``{name: address}``."""
     llvm, tm = _machine()
     with _lock:
         ee = llvm.create_mcjit_compiler(llvm.parse_assembly(''), tm)
         ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
         ee.finalize_object()
-        addr = ee.get_function_address(name)
-        if not addr:
-            raise RuntimeError(f'{name} is not in the object code loaded for it')
+        out = {name: ee.get_function_address(name) for name in names}
+        missing = [name for name, addr in out.items() if not addr]
+        if missing:
+            raise RuntimeError(f'{missing} not in the object code loaded for them')
         _state.setdefault('engines', []).append(ee)
-    return addr
+    return out
