@@ -749,6 +749,11 @@ _OWNERSHIP_CASES = {
     'slices': lambda x: np.sum(x[2:-3] ** 2 * 0.5) + np.sum((1.0 - x[:-5]) ** 2)
     + np.sum(x[::3] * 2.0) + np.sum(x[:7] ** 2),
     'float_power': lambda x: np.sum(np.float_power(x - 1.0, 2) * 2.0),
+    # tanh's Primitive.consume: in g, and for a - tanh(b)'s -g (negate=True)
+    'tanh': lambda x: np.sum(np.tanh(x * 2.0 - 0.5) ** 2 * 3.0),
+    'minus tanh': lambda x: np.sum((x * 2.0 - np.tanh(x)) ** 2),
+    'tanh then matmul': lambda x: np.sum(
+        np.tanh(x.reshape(-1, 4)) @ np.linspace(-1.0, 1.0, 12).reshape(4, 3)),
     # a - b's -g for b left unmade (tape._Negated): folded into x**2's pullback, made
     # for other pullbacks, for a leaf, and when b's cotangent is also summed
     'minus a square used twice': lambda x: np.sum((x * 2.0 - x ** 2) ** 2) + np.sum(

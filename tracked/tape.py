@@ -202,24 +202,21 @@ def unbroadcast(g, shape):
     if extra > 0 and gshape[extra:] == shape:     # only leading axes added (a bias)
         return total(g, axis=tuple(range(extra)))
     inner: tuple[int, ...] = ()     # (a loop: a generator costs ~1 µs more here)
+    fits = True     # whether g, once summed, broadcasts to shape (else it is reshaped)
     for i in range(max(extra, 0), nd):
-        if shape[i - extra] == 1 and gshape[i] != 1:
-            inner += (i,)
+        n, k = shape[i - extra], gshape[i]
+        if n != k:
+            if n == 1:
+                inner += (i,)
+            elif k != 1:
+                fits = False
     if inner:                   # keepdims: axes of g that stay small stay aligned
         g = total(g, axis=inner, keepdims=True)
     if extra > 0:
         g = total(g, axis=tuple(range(extra)))
-    gshape = shape_of(g)
-    if gshape != shape and not _broadcasts(gshape, shape):
+    if not fits:
         g = np.reshape(g, shape)
     return g
-
-
-def _broadcasts(small, shape):
-    """Whether ``small`` broadcasts to ``shape`` (no axis of ``small`` is longer)."""
-    k = len(small)
-    return k <= len(shape) and all(
-        a == 1 or a == b for a, b in zip(small, shape[len(shape) - k:]))
 
 
 def _keeps_lazy(node):
@@ -351,6 +348,11 @@ def _in_place(prim, pos, g, ans, args, kwargs, mine=True):
         return g
     if kwargs or g.dtype is not _F64:
         return None
+    consume = prim.consume      # (before inline: tanh has both, consume is cheaper)
+    if consume is not None and consume[pos] is not None:
+        gi = consume[pos](g, ans, *args)
+        if gi is not None:
+            return gi
     inline = prim.inline
     if inline is not None and inline[pos] is not None:
         p = inline[pos](ans, *args)
@@ -358,9 +360,6 @@ def _in_place(prim, pos, g, ans, args, kwargs, mine=True):
                                         and p.shape == g.shape):
             return _multiply(g, p, out=g)
         return g * p            # (a real output's partials are real)
-    consume = prim.consume
-    if consume is not None and consume[pos] is not None:
-        return consume[pos](g, ans, *args)
     return None
 
 
