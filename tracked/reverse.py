@@ -59,8 +59,7 @@ def vjp(f: Callable[..., Any], *args: Any) -> tuple[Any, Callable[..., tuple[Any
     level = new_level()
     # a float array is its own leaf value (what leaf_value returns for it, checked here
     # inline: ~1 µs a leaf)
-    boxed = [box.make(a, new_node(None, None, None, a, (), level))
-             if type(a) is np.ndarray and a.ndim and a.dtype.kind in 'fc'
+    boxed = [box.array_leaf(a, level) if type(a) is np.ndarray and a.ndim and a.dtype.kind in 'fc'
              else leaf(leaf_value(a), level) for a in args]
     state = thread_state                  # differentiating(), for layers' automatic mode
     state.depth = getattr(state, 'depth', 0) + 1
@@ -83,9 +82,9 @@ def vjp(f: Callable[..., Any], *args: Any) -> tuple[Any, Callable[..., tuple[Any
                            private=last)
         grads = []
         for b in boxed:
-            g = cts.get(box.node(b))
+            g = cts.get(b._node)        # (box.node and box.unboxed, inline)
             if g is not None:
-                x = box.unboxed(b)
+                x = b._value
                 if not (type(g) is np.ndarray and g.dtype is getattr(x, 'dtype', None)):
                     g = _cast_like(g, x)        # (the common case needs no cast)
             grads.append(g)

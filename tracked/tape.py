@@ -200,7 +200,7 @@ def unbroadcast(g, shape):
     # np.sum on a plain array is add.reduce behind a wrapper that costs ~4x more
     total = _add_reduce if type(g) is np.ndarray else np.sum
     if extra > 0 and gshape[extra:] == shape:     # only leading axes added (a bias)
-        return total(g, axis=tuple(range(extra)))
+        return total(g, axis=(0,) if extra == 1 else tuple(range(extra)))
     inner: tuple[int, ...] = ()     # (a loop: a generator costs ~1 µs more here)
     fits = True     # whether g, once summed, broadcasts to shape (else it is reshaped)
     for i in range(max(extra, 0), nd):
@@ -734,7 +734,7 @@ def protect(node: 'Node | Owner', arrays: Sequence[Any]) -> None:
                 entry[1] += 1
             elif a.flags.writeable:
                 try:
-                    a.flags.writeable = False
+                    a.setflags(write=False)     # (half the cost of a.flags.writeable = )
                 except ValueError:      # a view of memory NumPy cannot lock: skip it
                     continue
                 _protected[id(a)] = [a, 1]
@@ -791,21 +791,26 @@ def _release(key, kept):
     if _finalizers.pop(key, None) is None:
         return
     with _lock:
+        freed = False
         for a in kept:
             entry = _protected.get(id(a))
             if entry is not None and entry[0] is a:
                 entry[1] -= 1
                 if entry[1] == 0:
                     del _protected[id(a)]
-                    _pending.append(a)
+                    try:
+                        a.setflags(write=True)
+                        freed = True
+                    except ValueError:
+                        _pending.append(a)
         # A view cannot be made writeable while its base is still read-only (protected
         # by a live entry): it waits here until the base is released, possibly later
         # in this same list (hence the passes until nothing changes).
-        while _pending:
+        while _pending and freed:
             still = []
             for a in _pending:
                 try:
-                    a.flags.writeable = True
+                    a.setflags(write=True)
                 except ValueError:
                     still.append(a)
             if len(still) == len(_pending):
