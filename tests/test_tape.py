@@ -691,6 +691,18 @@ def test_fast_paths_build_the_entry_new_node_builds(build, inputs):
     _same_entry(n, general)
 
 
+def test_vjp_leaves_are_the_leaves_new_node_builds():
+    from tracked import box
+    a = np.array([[1.0, 2.0], [3.0, 4.0]])
+    fast = box.array_leaf(a, 7)._node
+    general = tp.new_node(None, None, None, a, (), 7)
+    for slot in tp.Node.__slots__:
+        if slot not in ('seq', 'protects', '__weakref__'):
+            assert getattr(fast, slot) is getattr(general, slot) or \
+                getattr(fast, slot) == getattr(general, slot), slot
+    assert fast.ans is a and fast.seq < general.seq
+
+
 def test_an_entry_released_while_protections_are_being_counted_does_not_deadlock():
     # found by the program fuzzer: a garbage collection inside protect's critical
     # section ran a dead entry's weakref callback (_release) on the same thread, which

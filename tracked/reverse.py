@@ -82,9 +82,9 @@ def vjp(f: Callable[..., Any], *args: Any) -> tuple[Any, Callable[..., tuple[Any
                            private=last)
         grads = []
         for b in boxed:
-            g = cts.get(b._node)        # (box.node and box.unboxed, inline)
+            g = cts.get(box.node(b))
             if g is not None:
-                x = b._value
+                x = box.unboxed(b)
                 if not (type(g) is np.ndarray and g.dtype is getattr(x, 'dtype', None)):
                     g = _cast_like(g, x)        # (the common case needs no cast)
             grads.append(g)
