@@ -691,6 +691,18 @@ def test_fast_paths_build_the_entry_new_node_builds(build, inputs):
     _same_entry(n, general)
 
 
+def test_vjp_leaves_are_the_leaves_new_node_builds():
+    from tracked import box
+    a = np.array([[1.0, 2.0], [3.0, 4.0]])
+    fast = box.array_leaf(a, 7)._node
+    general = tp.new_node(None, None, None, a, (), 7)
+    for slot in tp.Node.__slots__:
+        if slot not in ('seq', 'protects', '__weakref__'):
+            assert getattr(fast, slot) is getattr(general, slot) or \
+                getattr(fast, slot) == getattr(general, slot), slot
+    assert fast.ans is a and fast.seq < general.seq
+
+
 def test_an_entry_released_while_protections_are_being_counted_does_not_deadlock():
     # found by the program fuzzer: a garbage collection inside protect's critical
     # section ran a dead entry's weakref callback (_release) on the same thread, which
@@ -749,6 +761,11 @@ _OWNERSHIP_CASES = {
     'slices': lambda x: np.sum(x[2:-3] ** 2 * 0.5) + np.sum((1.0 - x[:-5]) ** 2)
     + np.sum(x[::3] * 2.0) + np.sum(x[:7] ** 2),
     'float_power': lambda x: np.sum(np.float_power(x - 1.0, 2) * 2.0),
+    # tanh's Primitive.consume: in g, and for a - tanh(b)'s -g (negate=True)
+    'tanh': lambda x: np.sum(np.tanh(x * 2.0 - 0.5) ** 2 * 3.0),
+    'minus tanh': lambda x: np.sum((x * 2.0 - np.tanh(x)) ** 2),
+    'tanh then matmul': lambda x: np.sum(
+        np.tanh(x.reshape(-1, 4)) @ np.linspace(-1.0, 1.0, 12).reshape(4, 3)),
     # a - b's -g for b left unmade (tape._Negated): folded into x**2's pullback, made
     # for other pullbacks, for a leaf, and when b's cotangent is also summed
     'minus a square used twice': lambda x: np.sum((x * 2.0 - x ** 2) ** 2) + np.sum(

@@ -168,6 +168,26 @@ def make(ans: Any, entry: Node) -> Any:
     return t
 
 
+def array_leaf(a: np.ndarray, level: int) -> Any:
+    """A box of a new leaf at ``level`` holding n-d array ``a``: ``make(a, new_node(None,
+    None, None, a, (), level))`` in one call, for ``vjp``'s arguments (~0.5 µs a leaf)."""
+    n = Node()
+    n.prim = n.args = n.kwargs = n.real_parents = n.grad = None
+    n.ans = a
+    n.shape = a.shape
+    n.parents = ()
+    n.level = level
+    n.seq = _next_seq()
+    n.same_shape = False
+    t: Any = object.__new__(TYPES.array)
+    t._node = n
+    t._value = a
+    return t
+
+
+_next_seq = _tape.sequence.__next__
+
+
 def value(t: Box) -> Any:
     """Tracked ``t``'s value as ``tr.data`` gives it to the caller.  A computed value's
     array may be saved by the entries that use it, whose pullbacks read it at back():

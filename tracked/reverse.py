@@ -59,8 +59,7 @@ def vjp(f: Callable[..., Any], *args: Any) -> tuple[Any, Callable[..., tuple[Any
     level = new_level()
     # a float array is its own leaf value (what leaf_value returns for it, checked here
     # inline: ~1 µs a leaf)
-    boxed = [box.make(a, new_node(None, None, None, a, (), level))
-             if type(a) is np.ndarray and a.ndim and a.dtype.kind in 'fc'
+    boxed = [box.array_leaf(a, level) if type(a) is np.ndarray and a.ndim and a.dtype.kind in 'fc'
              else leaf(leaf_value(a), level) for a in args]
     state = thread_state                  # differentiating(), for layers' automatic mode
     state.depth = getattr(state, 'depth', 0) + 1

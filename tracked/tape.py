@@ -203,26 +203,23 @@ def unbroadcast(g, shape):
     # np.sum on a plain array is add.reduce behind a wrapper that costs ~4x more
     total = _add_reduce if type(g) is np.ndarray else np.sum
     if extra > 0 and gshape[extra:] == shape:     # only leading axes added (a bias)
-        return total(g, axis=tuple(range(extra)))
+        return total(g, axis=(0,) if extra == 1 else tuple(range(extra)))
     inner: tuple[int, ...] = ()     # (a loop: a generator costs ~1 µs more here)
+    fits = True     # whether g, once summed, broadcasts to shape (else it is reshaped)
     for i in range(max(extra, 0), nd):
-        if shape[i - extra] == 1 and gshape[i] != 1:
-            inner += (i,)
+        n, k = shape[i - extra], gshape[i]
+        if n != k:
+            if n == 1:
+                inner += (i,)
+            elif k != 1:
+                fits = False
     if inner:                   # keepdims: axes of g that stay small stay aligned
         g = total(g, axis=inner, keepdims=True)
     if extra > 0:
         g = total(g, axis=tuple(range(extra)))
-    gshape = shape_of(g)
-    if gshape != shape and not _broadcasts(gshape, shape):
+    if not fits:
         g = np.reshape(g, shape)
     return g
-
-
-def _broadcasts(small, shape):
-    """Whether ``small`` broadcasts to ``shape`` (no axis of ``small`` is longer)."""
-    k = len(small)
-    return k <= len(shape) and all(
-        a == 1 or a == b for a, b in zip(small, shape[len(shape) - k:]))
 
 
 def _keeps_lazy(node):
@@ -354,6 +351,11 @@ def _in_place(prim, pos, g, ans, args, kwargs, mine=True):
         return g
     if kwargs or g.dtype is not _F64:
         return None
+    consume = prim.consume      # (before inline: tanh has both, consume is cheaper)
+    if consume is not None and consume[pos] is not None:
+        gi = consume[pos](g, ans, *args)
+        if gi is not None:
+            return gi
     inline = prim.inline
     if inline is not None and inline[pos] is not None:
         p = inline[pos](ans, *args)
@@ -361,9 +363,6 @@ def _in_place(prim, pos, g, ans, args, kwargs, mine=True):
                                         and p.shape == g.shape):
             return _multiply(g, p, out=g)
         return g * p            # (a real output's partials are real)
-    consume = prim.consume
-    if consume is not None and consume[pos] is not None:
-        return consume[pos](g, ans, *args)
     return None
 
 
@@ -740,7 +739,7 @@ def protect(node: 'Node | Owner', arrays: Sequence[Any]) -> None:
                 entry[1] += 1
             elif a.flags.writeable:
                 try:
-                    a.flags.writeable = False
+                    a.setflags(write=False)     # (half the cost of a.flags.writeable = )
                 except ValueError:      # a view of memory NumPy cannot lock: skip it
                     continue
                 _protected[id(a)] = [a, 1]
@@ -797,21 +796,26 @@ def _release(key, kept):
     if _finalizers.pop(key, None) is None:
         return
     with _lock:
+        freed = False
         for a in kept:
             entry = _protected.get(id(a))
             if entry is not None and entry[0] is a:
                 entry[1] -= 1
                 if entry[1] == 0:
                     del _protected[id(a)]
-                    _pending.append(a)
+                    try:
+                        a.setflags(write=True)
+                        freed = True
+                    except ValueError:
+                        _pending.append(a)
         # A view cannot be made writeable while its base is still read-only (protected
         # by a live entry): it waits here until the base is released, possibly later
         # in this same list (hence the passes until nothing changes).
-        while _pending:
+        while _pending and freed:
             still = []
             for a in _pending:
                 try:
-                    a.flags.writeable = True
+                    a.setflags(write=True)
                 except ValueError:
                     still.append(a)
             if len(still) == len(_pending):

