@@ -77,7 +77,7 @@ def choose(tape, prog):
         if time.perf_counter() > deadline:
             break
         numpy = numpy_seconds([instrs[i] for i in members], env)
-        if numpy < kern - max(MIN_GAIN, (1 - WHOLE_MARGIN) * kern):
+        if numpy < kern - max(MIN_GAIN, (1 - MARGIN) * kern):
             why = (f'NumPy measured faster here ({numpy * 1e6:.0f} µs for the '
                    f'{len(members)} operations, {kern * 1e6:.0f} µs in numba)')
             choice.update((i, why) for i in members)
