@@ -317,6 +317,27 @@ class Tape:
         self._replay_fallbacks = list(prog.fallbacks)   # what it had no kernel for
         return None
 
+    def timed_calls(self, prog: Any) -> list[Callable[[], Any]] | None:
+        """The public calls of ``_public_calls`` on the recorded values, made by a copy of
+        this recording that answers with ``prog`` (loaded; None: the NumPy replay), for
+        choice.py to time what a caller pays on either path (generated or general
+        call, argument checks, allocations, the program); None when the recorded
+        values do not rebuild arguments the tape takes.  The tape itself is left as it
+        is: in the background, calls are replaying it meanwhile."""
+        from .firstrun import recorded_args
+        args = recorded_args(self)
+        if self.checker(args) is None:
+            return None
+        t = copy.copy(self)
+        t.compiled = prog
+        t._tiering = None
+        t._install_calls()
+        return t._public_calls(args)
+
+    def _public_calls(self, args: tuple[Any, ...]) -> list[Callable[[], Any]]:
+        """Zero-argument callables making this tape's usual calls on ``args``."""
+        return [lambda: self.replay(args)]
+
     def replay_into(self, leaves: Any, outs: Any) -> list[Any]:
         """The NumPy replay on checked ``leaves``: the placed outputs written into
         ``outs``; returns every output value."""
