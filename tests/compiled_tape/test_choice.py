@@ -252,6 +252,31 @@ def test_the_race_times_the_generated_call(whole, monkeypatch):
     np.testing.assert_allclose(g[0], g_e[0], rtol=1e-10, atol=1e-12)
 
 
+def test_background_switches_back_to_the_replay(whole, monkeypatch, fresh_cache):
+    """In the background, the first plan serves while a second one's new kernels compile;
+    if the replay then wins the race, the tape goes back to replaying."""
+    from tracked.compiled_tape.base import Tape
+    switched = []
+    real_switch = Tape.switch_to
+
+    def switch_to(self, tiering, prog):
+        switched.append(prog)
+        real_switch(self, tiering, prog)
+    monkeypatch.setattr(Tape, 'switch_to', switch_to)
+    monkeypatch.setattr(choice, 'choose', lambda tape, prog: {
+        ins.i: 'made up' for ins in tape.program.instrs if ins.name == 'np.tanh'})
+    monkeypatch.setattr(choice, 'better', lambda tape, prog, again: True)
+    _timed(monkeypatch, kernels=1e-3, replay=1e-4)
+    W, b, x = _args(8)
+    ct = tr.compile(tr.GradientTape(layer, W, b, x, wrt=(0, 1)))
+    ct.withgradient(W, b, x)
+    assert ct.wait(60), ct.compile_error
+    assert len(switched) == 2 and switched[0] is not None and switched[1] is None
+    assert ct.compiled is None and 'withgradient' not in ct.__dict__
+    g = ct.gradient(W * 0.9, b, x)
+    np.testing.assert_allclose(g[0], tr.gradient(layer, W * 0.9, b, x)[0], rtol=1e-12)
+
+
 def test_recorded_arguments_rebuild_every_kind_of_leaf():
     """The race calls the tape as a user does, on arguments rebuilt from the recording:
     trees, Python floats, constant ints, tied arrays."""

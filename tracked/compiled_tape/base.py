@@ -248,8 +248,9 @@ class Tape:
         check(self, prog)
 
     def switch_to(self, tiering: Any, prog: Any) -> None:
-        """Use ``prog`` from the next call on (called by the background compilation)."""
-        if self._tiering is tiering and self.program is prog.program:
+        """Use ``prog`` from the next call on, None: the NumPy replay (called by the
+        background compilation)."""
+        if self._tiering is tiering and (prog is None or self.program is prog.program):
             self.compiled = prog
             self._install_calls()
 
