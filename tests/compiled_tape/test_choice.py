@@ -91,7 +91,8 @@ def _timed(monkeypatch, kernels, replay):
     """The race of the compiled program against the NumPy replay answering ``kernels``
     and ``replay`` seconds; the comparison on."""
     monkeypatch.setattr(choice, 'replay_faster', REPLAY_FASTER)
-    monkeypatch.setattr(choice, '_race', lambda first, second: (kernels, replay))
+    monkeypatch.setattr(choice, '_race',
+                        lambda first, second, ratio: (kernels, replay, kernels / replay))
 
 
 @pytest.mark.parametrize('background', [False, True], ids=['foreground', 'background'])
@@ -151,36 +152,40 @@ def test_race_takes_medians_of_interleaved_rounds(monkeypatch):
     # said it did), nor does one slow round make 2 ms slower
     lucky = clock.call('a', [3e-3, 3e-3, 0.1e-3] + [3e-3])
     steady = clock.call('b', [2e-3, 2e-3, 2e-3, 50e-3] + [2e-3])
-    a, b = choice._race([lucky], [steady])
-    assert (a, b) == (pytest.approx(3e-3), pytest.approx(2e-3))
-    # a warm-up call each, then rounds taking turns at going first; the odd rounds keep
-    # the two from being apart, so the race goes on to MAX_ROUNDS
+    a, b, r = choice._race([lucky], [steady], 1.0)
+    assert (a, b, r) == (pytest.approx(3e-3), pytest.approx(2e-3), pytest.approx(1.5))
+    # a warm-up call each, then rounds taking turns at going first; the two odd rounds
+    # delay the sign test: round k has k - 2 of its k ratios above 1, apart by 2.2
+    # deviations (k - 4 >= 2.2 sqrt(k)) from round 12
     rounds = clock.log[2:]
-    assert len(rounds) == 2 * choice.MAX_ROUNDS
     assert [rounds[k:k + 2] for k in range(0, 6, 2)] == [['b', 'a'], ['a', 'b'], ['b', 'a']]
+    assert len(rounds) == 2 * 12
 
 
-def test_race_stops_once_apart_and_goes_on_while_close(monkeypatch):
+def test_race_stops_when_clear(monkeypatch):
     clock = Clock()
     monkeypatch.setattr(choice, 'time', clock)
-    a, b = choice._race([clock.call('a', [1e-3])], [clock.call('b', [2e-3])])
-    assert (a, b) == (pytest.approx(1e-3), pytest.approx(2e-3))
+    a, b, r = choice._race([clock.call('a', [1e-3])], [clock.call('b', [2e-3])], 1.0)
+    assert (a, b, r) == (pytest.approx(1e-3), pytest.approx(2e-3), pytest.approx(0.5))
     assert len(clock.log) == 2 + 2 * choice.MIN_ROUNDS
-    # alternating round times overlap: the race runs to MAX_ROUNDS (well inside BUDGET)
+    # 5% apart: as clear
     clock.log.clear()
-    choice._race([clock.call('a', [1e-3, 1.2e-3] * 50)], [clock.call('b', [1.1e-3])])
-    assert len(clock.log) == 2 + 2 * choice.MAX_ROUNDS
+    choice._race([clock.call('a', [2.1e-3])], [clock.call('b', [2e-3])], 1.0)
+    assert len(clock.log) == 2 + 2 * choice.MIN_ROUNDS
 
 
-def test_race_keeps_to_its_budget(monkeypatch):
+def test_race_goes_on_while_close_until_its_budget(monkeypatch):
     clock = Clock()
     monkeypatch.setattr(choice, 'time', clock)
-    slow = [1.0, 1.2] * 50                  # seconds a call, overlapping: never apart
-    choice._race([clock.call('a', slow)], [clock.call('b', [1.1])])
+    # ratios alternately above and below 1: the sign test never ends the race
+    a, b, r = choice._race([clock.call('a', [1.0, 1.2] * 500)], [clock.call('b', [1.1])], 1.0)
+    assert b == pytest.approx(1.1)
+    assert r in (pytest.approx(1.0 / 1.1), pytest.approx(1.0), pytest.approx(1.2 / 1.1))
     rounds = (len(clock.log) - 2) // 2
-    # BUDGET plus RUNS_BUDGET runs (26 s here), MIN_ROUNDS at least
-    assert choice.MIN_ROUNDS <= rounds < choice.MAX_ROUNDS
-    assert rounds * 2.2 <= choice.BUDGET + choice.RUNS_BUDGET * 1.1 + 2 * 2.2
+    # BUDGET plus RUNS_BUDGET runs: 0.5 + 25 * 1.05 s, about 12 rounds of 2.2 s
+    budget = choice.BUDGET + choice.RUNS_BUDGET * (1.0 + 1.1) / 2
+    assert choice.MIN_ROUNDS < rounds < choice.MAX_ROUNDS
+    assert (rounds - 1) * 2.2 <= budget + 2.3 and rounds * 2.3 >= budget - 2.3
 
 
 def _slowed(monkeypatch, cls, name, seconds):
