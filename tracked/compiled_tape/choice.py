@@ -152,7 +152,8 @@ def better(tape, prog, again):
     a unit's timing misses what its fallbacks cost around it (operands read from
     memory, the general call path instead of the generated one), which at W2's batch
     16 outweighed the gains."""
-    _, _, ratio = _race(*_calls(tape, prog, again), 1.0)
+    olds, news = _calls(tape, prog, again)
+    _, _, ratio = _race(olds, news, 1.0)
     return ratio > 1.0                 # units past MARGIN: any whole gain counts
 
 
@@ -164,7 +165,8 @@ def replay_faster(tape, prog):
     benchmarks/sparse.py, whose ``np.pad`` runs in NumPy between kernels, were."""
     if os.environ.get('TRACKED_NUMPY_CHOICE') == '0':
         return None
-    kern, numpy, ratio = _race(*_calls(tape, prog, None), 1 / WHOLE_MARGIN)
+    kerns, replays = _calls(tape, prog, None)
+    kern, numpy, ratio = _race(kerns, replays, 1 / WHOLE_MARGIN)
     if ratio > 1 / WHOLE_MARGIN:
         return (f'the NumPy replay measured faster on the whole ({numpy * 1e6:.0f} µs, '
                 f'{kern * 1e6:.0f} µs compiled, per call)')
