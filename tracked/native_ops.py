@@ -25,6 +25,7 @@ so does a CPython whose object layout ``pyentry.available`` does not know.
 """
 from __future__ import annotations
 
+import _thread
 import ctypes
 import threading
 from typing import Any
@@ -57,13 +58,15 @@ def installed() -> bool:
 
 def start() -> None:
     """Build and install the native methods in a background thread, once per process
-    (called by the first ``back``; nothing when ``$TRACKED_NATIVE=0``)."""
+    (called by the first backward pass; nothing when ``$TRACKED_NATIVE=0``)."""
     if 'started' in _state:
         return
     _state['started'] = True
     if available():
-        threading.Thread(target=_install_quietly, name='tracked-native-ops',
-                         daemon=True).start()
+        try:    # (not threading.Thread: its start() waits until the new thread runs)
+            _thread.start_new_thread(_install_quietly, ())
+        except RuntimeError:        # no new threads (the interpreter is exiting)
+            pass
 
 
 def available() -> bool:
