@@ -184,7 +184,10 @@ _API = {
 }
 _TUPLE_ITEMS = 24           # PyTupleObject: ob_refcnt, ob_type, ob_size, then the items
 _TUPLE_SIZE = 16
-_ARRAY_NDIM = 24            # PyArrayObject: ob_refcnt, ob_type, data, then nd (an int)
+_ARRAY_NDIM = 24            # PyArrayObject: ob_refcnt, ob_type, data, nd (an int),
+_ARRAY_DIMS = 32            # ... the dimensions' pointer, strides, base, descr
+_ARRAY_DESCR = 56
+_DESCR_KIND = 24            # PyArray_Descr: ob_refcnt, ob_type, typeobj, then kind (a char)
 _OB_TYPE = 8
 
 
@@ -197,9 +200,10 @@ class _Module:
 
         from . import tape
         from .boxes import Boxed, TrackedArray, TrackedReal
-        from .registry import ANS, RULES, Primitive
+        from .registry import ANS, RULES, Primitive, plan_key
         self.ir = ir
-        self.i32, self.i64 = ir.IntType(32), ir.IntType(64)
+        self.KEY_BOTH = plan_key(((0, None), (1, None)), 2)
+        self.i8, self.i32, self.i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
         self.p8 = ir.IntType(8).as_pointer()
         self.pp = self.p8.as_pointer()
         self.m = ir.Module(name='native_ops')
@@ -213,7 +217,8 @@ class _Module:
         self.node = {n: slot_offset(tape.Node, n) for n in (
             'prim', 'args', 'kwargs', 'ans', 'shape', 'parents', 'seq', 'level', 'same_shape',
             'real_parents')}
-        self.prim = {n: slot_offset(Primitive, n) for n in ('fn', 'fast', 'view')}
+        self.prim = {n: slot_offset(Primitive, n) for n in ('fn', 'fast', 'view', 'saves',
+                                                             'elementwise')}
         self.boxes = (TrackedArray, TrackedReal)
         self.Node, self.Primitive, self.ANS, self.RULES, self.tape = \
             tape.Node, Primitive, ANS, RULES, tape
@@ -288,10 +293,11 @@ class _Method:
         b.position_at_end(after)
         return v
 
-    def prologue(self, box: Any, ufunc: Any) -> tuple[Any, Any, Any, Any]:
+    def prologue(self, box: Any, ufunc: Any, plans: bool = True) -> tuple[Any, Any, Any, Any]:
         """What boxes.py's fast path checks before calling NumPy: ``box`` a TrackedArray
         or TrackedReal holding an ndarray or float64, no special thread, a ``Primitive``
-        for ``ufunc`` with its plans made.  ``(entry, value, primitive, plans)``."""
+        for ``ufunc`` with its plans made (unless not ``plans``).  ``(entry, value,
+        primitive, plans)``."""
         mod, b = self.mod, self.b
         self.unless(self.any_of(self.typ(box), list(mod.boxes)), 'box')
         special = self.call('PyDict_GetItem', mod.obj(mod.tape.__dict__),
@@ -307,6 +313,8 @@ class _Method:
         prim = self.call('PyDict_GetItem', mod.obj(mod.RULES), ufunc)
         self.unless(b.icmp_unsigned('!=', prim, mod.NULL), 'rule')
         self.unless(self.is_(self.typ(prim), mod.obj(mod.Primitive)), 'primitive')
+        if not plans:           # (the two-tracked path reads Primitive.saves)
+            return node, v, prim, None
         fast = self.field(prim, mod.prim['fast'])
         self.unless(self.is_(self.typ(fast), mod.obj(tuple)), 'plans')
         return node, v, prim, fast
@@ -326,6 +334,50 @@ class _Method:
                     'noview')
         b.branch(done)
         b.position_at_end(done)
+
+    def dims(self, val: Any) -> tuple[Any, Any]:
+        """``(ndim, pointer to the dimensions)`` of ``val``, an ndarray or a float64."""
+        mod, b = self.mod, self.b
+        array = self.branch_if(self.is_(self.typ(val), mod.obj(np.ndarray)), 'dims')
+        scalar = b.block
+        done = self.block('dimsdone')
+        b.branch(done)
+        b.position_at_end(array)
+        nd_array = b.zext(b.load(b.bitcast(b.gep(val, [mod.i64(_ARRAY_NDIM)]),
+                                           mod.i32.as_pointer())), mod.i64)
+        dims_array = b.bitcast(self.field(val, _ARRAY_DIMS), mod.i64.as_pointer())
+        b.branch(done)
+        b.position_at_end(done)
+        nd = b.phi(mod.i64)
+        nd.add_incoming(nd_array, array)
+        nd.add_incoming(mod.i64(0), scalar)
+        dims = b.phi(mod.i64.as_pointer())
+        dims.add_incoming(dims_array, array)
+        dims.add_incoming(mod.ir.Constant(mod.i64.as_pointer(), None), scalar)
+        return nd, dims
+
+    def same_shape(self, x: Any, y: Any) -> Any:
+        """Whether ndarrays or float64s ``x`` and ``y`` have one shape (an i1)."""
+        mod, b = self.mod, self.b
+        (nx, dx), (ny, dy) = self.dims(x), self.dims(y)
+        start = b.block
+        loop, body, done = self.block('dim'), self.block('dim1'), self.block('shaped')
+        b.cbranch(b.icmp_signed('==', nx, ny), loop, done)
+        b.position_at_end(loop)
+        k = b.phi(mod.i64)
+        k.add_incoming(mod.i64(0), start)
+        more = b.icmp_signed('<', k, nx)
+        b.cbranch(more, body, done)
+        b.position_at_end(body)
+        equal = b.icmp_signed('==', b.load(b.gep(dx, [k])), b.load(b.gep(dy, [k])))
+        k.add_incoming(b.add(k, mod.i64(1)), body)
+        b.cbranch(equal, loop, done)
+        b.position_at_end(done)
+        out = b.phi(mod.ir.IntType(1))
+        out.add_incoming(mod.ir.Constant(mod.ir.IntType(1), 0), start)
+        out.add_incoming(mod.ir.Constant(mod.ir.IntType(1), 1), loop)
+        out.add_incoming(mod.ir.Constant(mod.ir.IntType(1), 0), body)
+        return out
 
     def forward(self, prim: Any, operands: list[Any]) -> Any:
         """``prim.fn(*operands)``: a new reference (or NULL returned: it raised)."""
@@ -360,10 +412,13 @@ class _Method:
         nd.add_incoming(nd_attr, read)
         return nd
 
-    def record(self, node: Any, prim: Any, ans: Any, kept: Any, pack: Any, pos: int,
-               unary: bool) -> None:
-        """Return ``ans`` (owned) boxed with a new entry: boxes.py's fields, its kept
-        arguments made by ``pack()``."""
+    def record(self, node: Any, prim: Any, ans: Any, keeps_ans: Any, pack: Any,
+               parents: list[tuple[int, Any]], shape: Any = None, same: Any = None,
+               unary: bool = False) -> None:
+        """Return ``ans`` (owned) boxed with a new entry at ``node``'s level: boxes.py's
+        fields, the arguments kept made by ``pack()``, ``parents`` as (position, entry)
+        pairs, the shape ``shape()`` (a new reference; None: ``node``'s), ``same`` the
+        same_shape object (None: True)."""
         mod, b = self.mod, self.b
         nd = self.ndim(ans)
         cls = b.select(b.icmp_signed('==', nd, mod.i64(0)), mod.obj(mod.boxes[1]),
@@ -378,20 +433,31 @@ class _Method:
         self.put(n, at['prim'], prim)
         self.put(n, at['args'], self.raise_if_null(pack(), t), new=True)
         self.put(n, at['kwargs'], mod.obj(_NO_KWARGS))
-        keeps_ans = b.icmp_unsigned('!=', b.and_(kept, mod.i64(mod.ANS)), mod.i64(0))
         self.put(n, at['ans'], b.select(keeps_ans, ans, mod.obj(None)))
-        self.put(n, at['shape'], self.field(node, at['shape']))
-        pair = self.raise_if_null(self.call('PyTuple_Pack', mod.i64(2), mod.obj(pos), node), t)
-        parents = self.call('PyTuple_Pack', mod.i64(1), pair)
-        self.call('Py_DecRef', pair)
-        self.put(n, at['parents'], self.raise_if_null(parents, t), new=True)
+        if shape is None:
+            self.put(n, at['shape'], self.field(node, at['shape']))
+        else:
+            self.put(n, at['shape'], self.raise_if_null(shape(), t), new=True)
+        pairs: list[Any] = []
+        for p, entry in parents:
+            pairs.append(self.raise_if_null(
+                self.call('PyTuple_Pack', mod.i64(2), mod.obj(p), entry), t, *pairs))
+        both = self.call('PyTuple_Pack', mod.i64(len(pairs)), *pairs)
+        for pair in pairs:
+            self.call('Py_DecRef', pair)
+        self.put(n, at['parents'], self.raise_if_null(both, t), new=True)
         self.put(n, at['level'], self.field(node, at['level']))
         seq = self.call('PyIter_Next', mod.obj(mod.tape.sequence))
         self.put(n, at['seq'], self.raise_if_null(seq, t), new=True)
-        self.put(n, at['same_shape'], mod.obj(True))
+        self.put(n, at['same_shape'], mod.obj(True) if same is None else same)
         if not unary:               # (boxes.py's unary path leaves it unset)
             self.put(n, at['real_parents'], mod.obj(None))
         b.ret(t)
+
+    def keeps_ans(self, kept: Any) -> Any:
+        """Whether ``Primitive.fast``'s bits ``kept`` keep the output."""
+        mod = self.mod
+        return self.b.icmp_unsigned('!=', self.b.and_(kept, mod.i64(mod.ANS)), mod.i64(0))
 
     def python(self, box: Any, args: Any, nargs: Any, kwnames: Any = None) -> None:
         """The slow block: boxes.py's method, with the same arguments."""
@@ -456,6 +522,7 @@ def _binop(mod: _Module, fname: str, uf: np.ufunc, pos: int, fallback: Any) -> A
     b = fn.b
     fn.unless(b.icmp_signed('==', nargs, mod.i64(1)), 'one')
     other = b.load(args)
+    tracked = fn.branch_if(fn.any_of(fn.typ(other), list(mod.boxes)), 'tracked')
     fn.unless(fn.any_of(fn.typ(other), [float, int, np.float64]), 'scalar')
     node, v, prim, fast = fn.prologue(box, mod.obj(uf))
     kept = fn.kept(fast, pos + 1)
@@ -467,9 +534,79 @@ def _binop(mod: _Module, fname: str, uf: np.ufunc, pos: int, fallback: Any) -> A
         saved = b.select(b.icmp_unsigned('!=', kept_bit, mod.i64(0)), v, mod.obj(None))
         return fn.call('PyTuple_Pack', mod.i64(2), *((saved, other) if pos == 0 else
                                                      (other, saved)))
-    fn.record(node, prim, ans, kept, pack, pos, unary=False)
+    fn.record(node, prim, ans, fn.keeps_ans(kept), pack, [(pos, node)])
+    b.position_at_end(tracked)
+    _both(fn, uf, pos, box, other)
     fn.python(box, args, nargs)
     return fn.f
+
+
+def _both(fn: _Method, uf: np.ufunc, pos: int, box: Any, other: Any) -> None:
+    """The rest of ``_binop`` for a tracked ``other``: boxes.py's path for two tracked
+    operands at one level (``dispatch.record``'s entry), where the entry keeps both
+    operands or neither and no leaf's value (which boxes.py makes read-only)."""
+    mod, b = fn.mod, fn.b
+    i64 = mod.i64
+    node, v, prim, _ = fn.prologue(box, mod.obj(uf), plans=False)
+    onode, ov = fn.field(other, mod.box['_node']), fn.field(other, mod.box['_value'])
+    fn.unless(b.and_(b.icmp_unsigned('!=', onode, mod.NULL),
+                     b.icmp_unsigned('!=', ov, mod.NULL)), 'oset')
+    fn.unless(fn.is_(fn.typ(onode), mod.obj(mod.Node)), 'oentry')
+    fn.unless(fn.any_of(fn.typ(ov), [np.ndarray, np.float64]), 'oplain')
+    # one level (the same int object: other levels go to Python)
+    fn.unless(fn.is_(fn.field(onode, mod.node['level']), fn.field(node, mod.node['level'])),
+              'level')
+    saves = fn.field(prim, mod.prim['saves'])
+    fn.unless(fn.is_(fn.typ(saves), mod.obj(dict)), 'saves')
+    plan = fn.call('PyDict_GetItem', saves, mod.obj(mod.KEY_BOTH))
+    fn.unless(b.icmp_unsigned('!=', plan, mod.NULL), 'planned')
+    keep_ans, saver, kept_obj = (fn.field(plan, _TUPLE_ITEMS + 8 * k) for k in range(3))
+    keep_all = fn.is_(saver, mod.obj(None))
+    kept = fn.call('PyLong_AsLongLong', kept_obj)
+    fn.unless(b.or_(keep_all, b.icmp_signed('==', kept, i64(0))), 'plainsaver')
+    for entry, val in ((node, v), (onode, ov)):     # kept values: none a leaf's
+        unsaved = fn.branch_if(b.or_(b.not_(keep_all), b.not_(fn.is_(fn.typ(val), mod.obj(
+            np.ndarray)))), 'unsaved')
+        entry_prim = fn.field(entry, mod.node['prim'])
+        fn.unless(b.icmp_unsigned('!=', entry_prim, mod.obj(None)), 'computed')
+        fn.unless(fn.is_(fn.field(entry_prim, mod.prim['view']), mod.obj(False)), 'noview')
+        b.branch(unsaved)
+        b.position_at_end(unsaved)
+    operands = [v, ov] if pos == 0 else [ov, v]
+    same = b.and_(fn.is_(fn.field(prim, mod.prim['elementwise']), mod.obj(True)),
+                  fn.same_shape(v, ov))
+    ans = fn.forward(prim, operands)
+    # a complex or object result: boxes.py records it otherwise (and computes it again)
+    at = fn.typ(ans)
+    real = fn.branch_if(fn.is_(at, mod.obj(np.float64)), 'real')
+    other_result = fn.block('otherresult')
+    array = fn.block('arrayresult')
+    b.cbranch(fn.is_(at, mod.obj(np.ndarray)), array, other_result)
+    b.position_at_end(array)
+    kind = b.load(b.gep(fn.field(ans, _ARRAY_DESCR), [i64(_DESCR_KIND)]))
+    b.cbranch(b.or_(b.icmp_unsigned('==', kind, mod.i8(ord('c'))),
+                    b.icmp_unsigned('==', kind, mod.i8(ord('O')))), other_result, real)
+    b.position_at_end(other_result)
+    fn.call('Py_DecRef', ans)
+    b.branch(fn.slow)
+    b.position_at_end(real)
+
+    def pack() -> Any:              # both operands, or (None, None)
+        with b.if_else(keep_all) as (both_kept, none_kept):
+            with both_kept:
+                kept_pair = fn.call('PyTuple_Pack', i64(2), *operands)
+                kept_block = b.block
+            with none_kept:
+                nones = fn.call('PyTuple_Pack', i64(2), mod.obj(None), mod.obj(None))
+                nones_block = b.block
+        out = b.phi(mod.p8)
+        out.add_incoming(kept_pair, kept_block)
+        out.add_incoming(nones, nones_block)
+        return out
+    parents = [(0, node), (1, onode)] if pos == 0 else [(0, onode), (1, node)]
+    fn.record(node, prim, ans, fn.is_(keep_ans, mod.obj(True)), pack, parents,
+              shape=lambda: fn.call('PyObject_GetAttr', ans, mod.obj('shape')),
+              same=b.select(same, mod.obj(True), mod.obj(False)))
 
 
 def _ufunc(mod: _Module, fname: str, binops: dict[Any, Any], fallback: Any) -> None:
@@ -525,7 +662,7 @@ def _ufunc(mod: _Module, fname: str, binops: dict[Any, Any], fallback: Any) -> N
         out.add_incoming(one, saved_block)
         out.add_incoming(mod.obj(_NONE1), dropped_block)
         return out
-    fn.record(node, prim, ans, kept, pack, 0, unary=True)
+    fn.record(node, prim, ans, fn.keeps_ans(kept), pack, [(0, node)], unary=True)
     fn.python(box, args, nargs, kwnames)
 
 
