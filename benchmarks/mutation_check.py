@@ -5,7 +5,7 @@
 
 Tape entries that save a leaf's value or a constant array make it read-only while
 they live (``tracked/tape.py``, "Arrays saved by entries"); "off" replaces that step
-(``values.protect_saved``) with nothing.  Timing interleaves the two in rounds
+(``tape.protect``, which every path that protects calls) with nothing.  Timing interleaves the two in rounds
 (``common.interleaved_us``), but a loaded machine swamps a difference of a few per
 cent; ``--callgrind`` counts instructions instead, which load does not change: each
 variant runs in ``valgrind --tool=callgrind``, which counts only the measured calls
@@ -27,11 +27,11 @@ sys.path.insert(0, os.path.dirname(HERE))    # this checkout's tracked, not an i
 import numpy as np  # noqa: E402
 
 import tracked as tr  # noqa: E402
-from tracked import values  # noqa: E402
+from tracked import tape  # noqa: E402
 from common import fix_malloc, interleaved_us  # noqa: E402
 from eager import W1_OPS, w1_f, w3_f  # noqa: E402
 
-PROTECT = values.protect_saved
+PROTECT = tape.protect
 WORKLOADS = ('W1', 'W3 n=100', 'W3 n=1e5')
 CALLS = {'W1': 20, 'W3 n=100': 200, 'W3 n=1e5': 10}      # measured calls, for callgrind
 
@@ -53,7 +53,7 @@ def workload(name):
 
 def switched(protect, call):
     def run():
-        values.protect_saved = PROTECT if protect else _nothing
+        tape.protect = PROTECT if protect else _nothing
         return call()
     return run
 

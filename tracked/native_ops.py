@@ -4,16 +4,18 @@ An eager operation on a tracked value costs its NumPy call plus the recording: t
 operator's Python method, a box and a tape entry filled slot by slot.  In Python that
 recording cost ~0.65 µs, nearly twice NumPy's own call on a small array (W1 of
 benchmarks/eager.py: 4.9x the NumPy forward, fwd+bwd).  The commonest cases -- a binary
-operator with a Python or NumPy real scalar (``x * 1.01``, ``np.float64(2) - x``), a
-unary ufunc (``np.sin(x)``, ``-x``) -- are written here as ``METH_FASTCALL`` C functions
+operator with a Python or NumPy real scalar (``x * 1.01``, ``np.float64(2) - x``) or
+between two tracked values (``a - b``), a unary ufunc (``np.sin(x)``, ``-x``) -- are
+written here as ``METH_FASTCALL`` C functions
 of CPython's API, built by compiled_tape/native.py and installed as method descriptors
 (``PyDescr_NewMethod``) in place of ``Tracked``'s operators and ``__array_ufunc__``: the
 same box and entry, made at C speed (W1: 3.6-3.8x).
 
-A native method records only where boxes.py's fast path records on its own (a
-``TrackedArray``/``TrackedReal`` holding an ndarray or a float64, no thread recording a
-tape or paused, the primitive's plans made, no leaf's value saved, which boxes.py makes
-read-only) and otherwise calls boxes.py's Python method, which stays the reference:
+A native method records only where boxes.py's fast paths record on their own
+(``TrackedArray``/``TrackedReal`` operands holding an ndarray or a float64, at one
+level, no thread recording a tape or paused, the primitive's plans made and keeping
+whole operands or nothing, no leaf's value saved, which boxes.py makes read-only) and
+otherwise calls boxes.py's Python method, which stays the reference:
 tests/test_native_ops.py checks that both make the same box and entry, and the suite
 runs with the native methods in place.  Object pointers and slot offsets are read in
 this process and written into the IR as constants, so it is built per process and never

@@ -34,6 +34,7 @@ translation's own function tables.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import math
 import os
@@ -785,15 +786,42 @@ def _dotted(node):
 # -- compiling and loading --------------------------------------------------------------
 
 _state: dict = {}
+# One LLVM job at a time among this module's callers (the tiering threads, native_ops's
+# thread).  Each build parses into an LLVM context of its own, never llvmlite's global
+# one, which numba compiles in from other threads.  At exit, ``_close`` waits for the
+# job in flight and keeps the lock: LLVM working in a daemon thread while the
+# interpreter finalises aborted the process (an assertion in LLVM, or a segfault) in
+# a script that exited within a second of its first gradient.
 _lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _job():
+    """Hold the LLVM lock for one job; RuntimeError once the interpreter is exiting."""
+    while not _lock.acquire(timeout=0.05):
+        if _state.get('closed'):
+            raise RuntimeError('the interpreter is exiting: no native build now')
+    try:
+        yield
+    finally:
+        _lock.release()
+
+
+def _close():
+    if not _state.get('closed'):
+        _lock.acquire()             # the job in flight ends; no other starts
+        _state['closed'] = True
 
 
 def _machine():
     """llvmlite's binding and a target machine for this CPU (numba's settings: the
-    host's CPU name and features, optimisation level 3)."""
+    host's CPU name and features, optimisation level 3).  Call it holding ``_job``."""
     tm = _state.get('tm')
     if tm is None:
+        import atexit
+
         import llvmlite.binding as llvm
+        atexit.register(_close)
         # numba initialises LLVM on import; this is the same call, idempotent
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
@@ -840,19 +868,20 @@ def build(ir):
     """Object code of the LLVM IR ``ir``, optimised as numba optimises (O3, loop
     vectorisation, for this CPU; a ``quick`` translation without unrolling and
     interleaving).  llvmlite releases the GIL while LLVM works."""
-    llvm, tm = _machine()
-    mod = llvm.parse_assembly(ir)
-    mod.triple = tm.triple
-    mod.data_layout = str(tm.target_data)
-    mod.verify()
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = pto.slp_vectorization = True
-    # unrolled and interleaved vector loops: a third of the build time, and 15% on a loop
-    # over 1e5 elements (W3), nothing measurable on the small workloads
-    pto.loop_unrolling = pto.loop_interleaving = not ir.startswith(QUICK)
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
-    return tm.emit_object(mod)
+    with _job():
+        llvm, tm = _machine()
+        mod = llvm.parse_assembly(ir, context=llvm.create_context())
+        mod.triple = tm.triple
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pto.loop_vectorization = pto.slp_vectorization = True
+        # unrolled and interleaved vector loops: a third of the build time, and 15% on a
+        # loop over 1e5 elements (W3), nothing measurable on the small workloads
+        pto.loop_unrolling = pto.loop_interleaving = not ir.startswith(QUICK)
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+        return tm.emit_object(mod)
 
 
 def load(name, obj):
@@ -865,9 +894,11 @@ def load(name, obj):
 
 def addresses(obj, names):
     """``load`` for several functions of one object: ``{name: address}``."""
-    llvm, tm = _machine()
-    with _lock:
-        ee = llvm.create_mcjit_compiler(llvm.parse_assembly(''), tm)
+    with _job():
+        llvm, tm = _machine()
+        # (the engine keeps its module, which keeps its context)
+        ee = llvm.create_mcjit_compiler(llvm.parse_assembly('', context=llvm.create_context()),
+                                        tm)
         ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
         ee.finalize_object()
         out = {name: ee.get_function_address(name) for name in names}
