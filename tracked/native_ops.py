@@ -468,18 +468,8 @@ class _Method:
         b.position_at_end(self.slow)
         stack = b.alloca(mod.p8, size=b.add(nargs, i64(1)))
         b.store(box, stack)
-        entry, loop, body, done = b.block, self.block('copy'), self.block('copy1'), \
-            self.block('copied')
-        b.branch(loop)
-        b.position_at_end(loop)
-        k = b.phi(i64)
-        k.add_incoming(i64(0), entry)
-        b.cbranch(b.icmp_signed('<', k, nargs), body, done)
-        b.position_at_end(body)
-        b.store(b.load(b.gep(args, [k])), b.gep(stack, [b.add(k, i64(1))]))
-        k.add_incoming(b.add(k, i64(1)), body)
-        b.branch(loop)
-        b.position_at_end(done)
+        self.loop(nargs, lambda k: b.store(b.load(b.gep(args, [k])),
+                                           b.gep(stack, [b.add(k, i64(1))])))
         kwargs = mod.NULL if kwnames is None else self.keywords(args, nargs, kwnames)
         out = self.call('PyObject_VectorcallDict', mod.obj(self.fallback), stack,
                         b.add(nargs, i64(1)), kwargs)
@@ -493,27 +483,41 @@ class _Method:
         mod, b = self.mod, self.b
         i64 = mod.i64
         start = b.block
-        some, loop, body, done = (self.block(n) for n in ('kw', 'kwloop', 'kw1', 'kwdone'))
+        some, done = self.block('kw'), self.block('kwdone')
         b.cbranch(self.is_(kwnames, mod.NULL), done, some)
         b.position_at_end(some)
         d = self.call('PyDict_New')
         count = b.load(b.bitcast(b.gep(kwnames, [i64(_TUPLE_SIZE)]), i64.as_pointer()))
-        b.branch(loop)
-        b.position_at_end(loop)
-        k = b.phi(i64)
-        k.add_incoming(i64(0), some)
-        b.cbranch(b.icmp_signed('<', k, count), body, done)
-        b.position_at_end(body)
-        key = b.load(b.bitcast(b.gep(kwnames, [b.add(i64(_TUPLE_ITEMS), b.mul(k, i64(8)))]),
-                               mod.pp))
-        self.call('PyDict_SetItem', d, key, b.load(b.gep(args, [b.add(nargs, k)])))
-        k.add_incoming(b.add(k, i64(1)), body)
-        b.branch(loop)
+
+        def add(k: Any) -> None:
+            key = b.load(b.bitcast(b.gep(kwnames, [b.add(i64(_TUPLE_ITEMS),
+                                                         b.mul(k, i64(8)))]), mod.pp))
+            self.call('PyDict_SetItem', d, key, b.load(b.gep(args, [b.add(nargs, k)])))
+        self.loop(count, add)
+        filled = b.block
+        b.branch(done)
         b.position_at_end(done)
         out = b.phi(mod.p8)
         out.add_incoming(mod.NULL, start)
-        out.add_incoming(d, loop)
+        out.add_incoming(d, filled)
         return out
+
+    def loop(self, count: Any, body: Any) -> None:
+        """``body(k)`` for k in range(``count``) (i64s); the builder then stands after
+        the loop."""
+        mod, b = self.mod, self.b
+        entry, head, step, done = b.block, self.block('loop'), self.block('step'), \
+            self.block('looped')
+        b.branch(head)
+        b.position_at_end(head)
+        k = b.phi(mod.i64)
+        k.add_incoming(mod.i64(0), entry)
+        b.cbranch(b.icmp_signed('<', k, count), step, done)
+        b.position_at_end(step)
+        body(k)
+        k.add_incoming(b.add(k, mod.i64(1)), b.block)
+        b.branch(head)
+        b.position_at_end(done)
 
 
 def _binop(mod: _Module, fname: str, uf: np.ufunc, pos: int, fallback: Any) -> Any:
