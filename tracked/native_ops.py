@@ -19,8 +19,9 @@ otherwise calls boxes.py's Python method, which stays the reference:
 tests/test_native_ops.py checks that both make the same box and entry, and the suite
 runs with the native methods in place.  Object pointers and slot offsets are read in
 this process and written into the IR as constants, so it is built per process and never
-cached: ~25 ms of Python making the IR and ~0.15 s in LLVM (the GIL released), in a
-background thread started by the first backward pass (``start``).
+cached: ~25 ms of Python making the IR and ~30 ms in LLVM (unoptimised: the methods
+call CPython's API), in a background thread started by the first backward pass
+(``start``).
 
 ``$TRACKED_NATIVE=0`` keeps the Python methods (as it keeps numba for compiled tapes);
 so does a CPython whose object layout ``pyentry.available`` does not know.
@@ -30,6 +31,7 @@ from __future__ import annotations
 import _thread
 import ctypes
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -46,6 +48,7 @@ OPERATORS = {
     '__pow__': (np.power, 0), '__rpow__': (np.power, 1),
 }
 METH_FASTCALL, METH_KEYWORDS = 0x80, 0x2
+START_DELAY = 0.2           # seconds from the first backward pass to the build
 _state: dict[str, Any] = {}
 # what an entry keeps for no keyword arguments, and for an argument it does not keep
 _NO_KWARGS: dict[str, Any] = {}
@@ -79,6 +82,9 @@ def available() -> bool:
 
 
 def _install_quietly() -> None:
+    # The IR is made in Python: after the gradient that started this thread has
+    # returned (it took 10 ms longer sharing the GIL with it)
+    time.sleep(START_DELAY)
     try:
         install()
     except Exception:       # the Python methods stay: slower, never wrong
@@ -155,7 +161,7 @@ def _build(python: dict[str, Any]) -> dict[str, tuple[int, int]]:
     """{method name: (address, flags)} of the native methods, falling back to ``python``'s."""
     from .compiled_tape import native
     ir, names = _module_ir(python)
-    obj = native.build(ir)
+    obj = native.build(ir, optimise=False)
     addrs = native.addresses(obj, list(names.values()))
     flags = {name: METH_FASTCALL | (METH_KEYWORDS if name == '__array_ufunc__' else 0)
              for name in names}

@@ -786,52 +786,58 @@ def _dotted(node):
 # -- compiling and loading --------------------------------------------------------------
 
 _state: dict = {}
-# One LLVM job at a time among this module's callers (the tiering threads, native_ops's
-# thread).  Each build parses into an LLVM context of its own, never llvmlite's global
-# one, which numba compiles in from other threads.  At exit, ``_close`` waits for the
-# job in flight and keeps the lock: LLVM working in a daemon thread while the
-# interpreter finalises aborted the process (an assertion in LLVM, or a segfault) in
-# a script that exited within a second of its first gradient.
-_lock = threading.Lock()
+# LLVM jobs run in any thread (the tiering threads, native_ops's), each parsing into an
+# LLVM context of its own and with a target machine of its own, never llvmlite's global
+# context, which numba compiles in from other threads.  At exit, ``_close`` waits for
+# the jobs in flight and lets no other start: LLVM working in a daemon thread while the
+# interpreter finalised aborted the process (an assertion in LLVM, or a segfault) in a
+# script that exited within a second of its first gradient.
+_jobs = threading.Condition()
+_init = threading.Lock()
 
 
 @contextlib.contextmanager
 def _job():
-    """Hold the LLVM lock for one job; RuntimeError once the interpreter is exiting."""
-    while not _lock.acquire(timeout=0.05):
+    """Count one LLVM job in flight; RuntimeError once the interpreter is exiting."""
+    with _jobs:
         if _state.get('closed'):
             raise RuntimeError('the interpreter is exiting: no native build now')
+        _state['active'] = _state.get('active', 0) + 1
     try:
         yield
     finally:
-        _lock.release()
+        with _jobs:
+            _state['active'] -= 1
+            _jobs.notify_all()
 
 
 def _close():
-    if not _state.get('closed'):
-        _lock.acquire()             # the job in flight ends; no other starts
+    with _jobs:
         _state['closed'] = True
+        _jobs.wait_for(lambda: not _state.get('active'), timeout=30)
 
 
-def _machine():
-    """llvmlite's binding and a target machine for this CPU (numba's settings: the
-    host's CPU name and features, optimisation level 3).  Call it holding ``_job``."""
-    tm = _state.get('tm')
-    if tm is None:
-        import atexit
+def _machine(opt=3):
+    """llvmlite's binding and a new target machine for this CPU (numba's settings: the
+    host's CPU name and features, optimisation level 3 unless ``opt``): one per job, as
+    an execution engine owns the one it is given."""
+    with _init:
+        if 'llvm' not in _state:
+            import atexit
 
-        import llvmlite.binding as llvm
-        atexit.register(_close)
-        # numba initialises LLVM on import; this is the same call, idempotent
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        _register_symbols(llvm)
-        target = llvm.Target.from_default_triple()
-        tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                          features=llvm.get_host_cpu_features().flatten(),
-                                          opt=3, jit=True)
-        _state.update(llvm=llvm, tm=tm)
-    return _state['llvm'], tm
+            import llvmlite.binding as llvm
+            atexit.register(_close)
+            # numba initialises LLVM on import; this is the same call, idempotent
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            _register_symbols(llvm)
+            _state.update(llvm=llvm, target=llvm.Target.from_default_triple(),
+                          cpu=(llvm.get_host_cpu_name(),
+                               llvm.get_host_cpu_features().flatten()))
+    llvm = _state['llvm']
+    cpu, features = _state['cpu']
+    tm = _state['target'].create_target_machine(cpu=cpu, features=features, opt=opt, jit=True)
+    return llvm, tm
 
 
 # what native code calls by name: CPython's API (pyentry.py) and the C math library
@@ -864,16 +870,20 @@ def _register_symbols(llvm):
                     llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
 
 
-def build(ir):
+def build(ir, optimise=True):
     """Object code of the LLVM IR ``ir``, optimised as numba optimises (O3, loop
     vectorisation, for this CPU; a ``quick`` translation without unrolling and
-    interleaving).  llvmlite releases the GIL while LLVM works."""
+    interleaving), or not at all (native_ops's calls of CPython's API: 30 ms instead of
+    0.3 s, and llvmlite runs one LLVM call at a time in a process, so the kernels of a
+    tape compiling meanwhile waited for it).  llvmlite releases the GIL while LLVM works."""
     with _job():
-        llvm, tm = _machine()
+        llvm, tm = _machine(3 if optimise else 0)
         mod = llvm.parse_assembly(ir, context=llvm.create_context())
         mod.triple = tm.triple
         mod.data_layout = str(tm.target_data)
         mod.verify()
+        if not optimise:
+            return tm.emit_object(mod)
         pto = llvm.create_pipeline_tuning_options(speed_level=3)
         pto.loop_vectorization = pto.slp_vectorization = True
         # unrolled and interleaved vector loops: a third of the build time, and 15% on a
