@@ -67,11 +67,12 @@ def start() -> None:
     if 'started' in _state:
         return
     _state['started'] = True
-    if available():
-        try:    # (not threading.Thread: its start() waits until the new thread runs)
-            _thread.start_new_thread(_install_quietly, ())
-        except RuntimeError:        # no new threads (the interpreter is exiting)
-            pass
+    # available() imports native.py and reads sysconfig (20 ms): in the thread.  (Not
+    # threading.Thread: its start() waits until the new thread runs.)
+    try:
+        _thread.start_new_thread(_install_quietly, ())
+    except RuntimeError:            # no new threads (the interpreter is exiting)
+        pass
 
 
 def available() -> bool:
@@ -86,7 +87,8 @@ def _install_quietly() -> None:
     # returned (it took 10 ms longer sharing the GIL with it)
     time.sleep(START_DELAY)
     try:
-        install()
+        if available():
+            install()
     except Exception:       # the Python methods stay: slower, never wrong
         pass
 
