@@ -5,12 +5,12 @@
 
 Tape entries that save a leaf's value or a constant array make it read-only while
 they live (``tracked/tape.py``, "Arrays saved by entries"); "off" replaces that step
-(``tape.protect``, which every path that protects calls) with nothing.  Timing interleaves the two in rounds
-(``common.interleaved_us``), but a loaded machine swamps a difference of a few per
-cent; ``--callgrind`` counts instructions instead, which load does not change: each
-variant runs in ``valgrind --tool=callgrind``, which counts only the measured calls
-(a helper compiled with gcc from valgrind's ``callgrind.h`` toggles the collection
-around them).  Slow: a few minutes per run.
+(``tape.protect``, which every path that protects calls) with nothing.  Timing
+interleaves the two in rounds (``common.interleaved_us``), but a loaded machine swamps
+a difference of a few per cent; ``--callgrind`` counts instructions instead, which load
+does not change: each variant runs in ``valgrind --tool=callgrind``, which counts only
+the measured calls (a helper compiled with gcc from valgrind's ``callgrind.h`` toggles
+the collection around them).  Slow: a few minutes per run.
 """
 import argparse
 import ctypes
