@@ -100,9 +100,9 @@ _settled = threading.Event()
 
 def wait(timeout: float = 5.0) -> None:
     """Return once a build started by ``start`` has ended (at once if none started).
-    compiled_tape's choice between kernels and NumPy waits here before timing them: a
-    build running meanwhile made W1's compiled run time 10 ms against its replay's
-    1.1 ms, and the tape kept the replay (in 5 runs of 8)."""
+    compiled_tape's choice between kernels and NumPy waits here before timing them:
+    timed while this build runs, the kernels pay for its share of the GIL and of
+    llvmlite's one LLVM call at a time, and the replay can win a race it should lose."""
     if 'started' in _state:
         _settled.wait(timeout)
 
