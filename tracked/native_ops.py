@@ -121,7 +121,6 @@ def install() -> None:
         addresses = _build(python)
         descrs = {name: _descriptor(Tracked, name, addr, flags)
                   for name, (addr, flags) in addresses.items()}
-        _state['descrs'] = descrs
         _state['python'] = python
         for name, d in descrs.items():
             setattr(Tracked, name, d)
