@@ -43,6 +43,8 @@ special_threads = 0
 # Run (and dropped) by the first backward pass: the package's __init__ puts native_ops.start
 # here, so that the native recording methods are built only in processes that differentiate.
 on_first_backward: list[Any] = []
+# native_backward.py's loop over entries, put here by native_ops.install (None: Python's)
+native_sweep: Any = None
 
 
 class GraphReleasedError(RuntimeError):
@@ -235,6 +237,17 @@ def _keeps_lazy(node):
     return True
 
 
+def _widen(node, g, lazies):
+    """Lazy cotangent ``g`` (smaller than non-leaf ``node``) as ``node``'s pullbacks
+    take it: as it is where they may (``_keeps_lazy``: its parents' cotangents may be
+    lazy too), else broadcast to ``node``'s shape."""
+    if _keeps_lazy(node):
+        for _, parent in node.parents:
+            lazies.add(parent)
+        return g
+    return np.broadcast_to(g, node.shape)
+
+
 def _full(g, shape):
     """Lazy cotangent ``g`` as a writable array of ``shape`` (recorded when tracked)."""
     if type(g) in _PLAIN:
@@ -391,6 +404,20 @@ def _negated(node, g):
     return g, len(node.parents) == 1 and type(g) is np.ndarray
 
 
+def _fit(gi, parent, owned, lazies):
+    """``gi`` summed to ``parent``'s shape where broadcasting made it larger
+    (``unbroadcast``); a result still smaller than the parent is lazy (``lazies``)."""
+    pshape = parent.shape
+    if getattr(gi, 'shape', ()) == pshape:
+        return gi
+    if owned:               # replaced: it dies here
+        owned.discard(id(gi))
+    gi = unbroadcast(gi, pshape)
+    if shape_of(gi) != pshape:
+        lazies.add(parent)
+    return gi
+
+
 def _accumulate(prev, gi, owned):
     """``prev + gi``, in place into a buffer this backward pass made when that is safe.
 
@@ -446,6 +473,14 @@ def _sum(prev, gi, owned):
     if type(new) is np.ndarray:
         owned.add(id(new))
     return new
+
+
+def sweep_parts():
+    """What native_backward.py's loop over entries calls and reads of ``backward``'s
+    pieces, by name: every decision about a cotangent's value stays in this module."""
+    return {'in_place': _in_place, 'accumulate': _accumulate, 'fit': _fit, 'widen': _widen,
+            'full': _full, 'add_reduce': _add_reduce, 'negated': _Negated,
+            'in_place_size': _IN_PLACE}
 
 
 class Dropped:
@@ -543,9 +578,23 @@ def backward(root, seed, retain=False, private=False, sparse=False):
     lazies: set[Node] = set()   # entries whose cotangent may be smaller than them (see above)
     recomputed: dict[Node, Any] | None = None   # saved values a checkpoint recomputed
     given = {id(seed)}                  # ids of the arrays handed out (kept alive by them)
+    sweep = None if sparse else native_sweep
+    where: list[Node | None] = [None]   # the entry whose pullback raised in ``sweep``
     node, g = root, seed
     try:
         while node is not None:
+            if sweep is not None:
+                # the entries it takes, in C (native_backward.py); back here at one it
+                # leaves to this loop, or at the end
+                try:
+                    step = sweep(node, g, cts, heap, leaves, owned, lazies, given, used,
+                                 private, where)
+                except Exception:
+                    node = where[0] or node
+                    raise
+                if step is None:
+                    break
+                node, g = step
             # ``mine``: g is a large buffer of this pass that nothing else references
             # (see ``owned``), and the entry has one parent, whose pullback may then
             # compute in it (``_in_place``)
@@ -579,12 +628,9 @@ def backward(root, seed, retain=False, private=False, sparse=False):
                     g = g.dense()
                     mine = len(node.parents) == 1 and g.size >= _IN_PLACE
                 elif lazies and node in lazies and getattr(g, 'shape', ()) != node.shape:
-                    if _keeps_lazy(node):   # then so may the cotangents it sends be
-                        for _, parent in node.parents:
-                            lazies.add(parent)
-                    else:
-                        g = np.broadcast_to(g, node.shape)
-                        mine = False
+                    wide = _widen(node, g, lazies)
+                    if wide is not g:
+                        g, mine = wide, False
                 prim = node.prim
                 vjps, inline = prim.vjps, prim.inline
                 if args is None:        # dropped by a checkpoint (or released)
@@ -646,13 +692,8 @@ def backward(root, seed, retain=False, private=False, sparse=False):
                                 type(gi) is np.ndarray and gi.size >= _IN_PLACE:
                             owned.add(id(gi))       # a new array (Primitive.fresh)
                     if not same_shape:
-                        pshape = parent.shape
-                        if getattr(gi, 'shape', ()) != pshape:
-                            if owned:               # replaced: it dies here
-                                owned.discard(id(gi))
-                            gi = unbroadcast(gi, pshape)
-                            if shape_of(gi) != pshape:
-                                lazies.add(parent)
+                        if getattr(gi, 'shape', ()) != parent.shape:
+                            gi = _fit(gi, parent, owned, lazies)
                         if node.real_parents and pos in node.real_parents:
                             owned.discard(id(gi))
                             gi = np.real(gi)    # a real input's share of a complex cotangent

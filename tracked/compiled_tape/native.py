@@ -846,7 +846,12 @@ PYTHON_API = ('PyLong_FromLongLong', 'PyEval_SaveThread', 'PyEval_RestoreThread'
               # tracked/native_ops.py's methods
               'PyDict_GetItem', 'PyObject_VectorcallDict', 'PyType_GenericAlloc', 'PyTuple_Pack',
               'PyIter_Next', 'Py_IncRef', 'Py_DecRef', 'PyLong_AsLongLong', 'PyObject_GetAttr',
-              'PyDict_New', 'PyDict_SetItem', 'PyUnicode_Compare')
+              'PyDict_New', 'PyDict_SetItem', 'PyUnicode_Compare',
+              # tracked/native_backward.py's sweep
+              'PyDict_DelItem', 'PySet_Contains', 'PySet_Add', 'PySet_Discard', 'PySet_Size',
+              'PyLong_FromVoidPtr', 'PyNumber_Multiply', 'PyNumber_Negative', 'PyList_Append',
+              'PyList_SetItem', 'PyList_Size', 'PyList_GetItem', 'PyDict_Size',
+              'PyErr_SetString')
 
 
 def _register_symbols(llvm):
