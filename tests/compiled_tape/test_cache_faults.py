@@ -183,10 +183,13 @@ def test_the_size_bound_deletes_the_least_recently_used_entries(tmp_path, monkey
     stale = tmp_path / cache.STAGING / '123-dead'
     stale.mkdir(parents=True)
     os.utime(stale, (0, 0))
+    half = tmp_path / '.abc.tmp'                          # a total half written, long ago
+    half.write_bytes(b'12')
+    os.utime(half, (0, 0))
     cache._trim(str(tmp_path))
     # 5 x 3 150 bytes for 12 288: the oldest go until 90% of the bound is left
     assert [e.exists() for e in folders] == [False, False, True, True, True]
-    assert not stale.exists()
+    assert not stale.exists() and not half.exists()
     # a use (a check, then the load) makes an entry the most recent
     cache._touch(str(folders[2]))
     _entry(tmp_path, 'k_new', 3000, 2000)

@@ -231,4 +231,4 @@ def test_processes_publishing_at_once_keep_the_bound(store, tmp_path_factory):
         assert p.returncode == 0, err
     assert 0 < _bytes(store) <= 2 * (40 << 10)
     assert cache._read_total(store) is not None
-    assert [n for n in os.listdir(store) if n.startswith(cache.TOTAL + '-')] == []
+    assert faults.leftovers(store) == []                  # no temporary file, no job

@@ -23,11 +23,11 @@ damage).  A damaged entry is moved to ``.damaged/`` (the last few are kept, for 
 reports) with one ``CacheWarning`` naming it, and compiled again.
 
 Bounded: MANIFEST's modification time is the entry's last use, and past
-``$TRACKED_CACHE_SIZE`` (bytes, or with a K, M, G suffix; default 1G) the least
-recently used entries are deleted, down to 90% of it.  A publish adds its entries'
-bytes to a running total (``.size``); the whole folder is walked only when that total
-passes the bound, is missing or is an hour old (entries deleted meanwhile, totals lost
-between processes publishing at once), so the bound is soft and publishing into a
+``$TRACKED_CACHE_SIZE`` (bytes, or with a K, M, G suffix; default 1G) the least recently
+used entries are deleted, down to 90% of it.  A publish adds its entries' bytes to a
+running total (``.size``); the whole folder is walked only when that total passes the
+bound, is missing or is an hour old (it drifts: entries deleted meanwhile, increments
+lost between processes publishing at once), so the bound is soft and publishing into a
 large cache costs what it does into a small one.  A folder that cannot be written
 (read-only, full disk) gives one warning and a temporary folder for this process.  On
 the command line::
@@ -566,18 +566,10 @@ def _read_total(store):
 
 
 def _write_total(store, size, when):
-    """Record ``size`` bytes counted at ``when`` as ``store``'s TOTAL: a temporary file
-    renamed over it, so that a reader in another process sees a whole total."""
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=store, prefix=TOTAL + '-')
-        with os.fdopen(fd, 'w', encoding='ascii') as f:
-            f.write(f'{size} {when}\n')
-        os.replace(tmp, os.path.join(store, TOTAL))
-    except OSError:                      # full or read-only: the next publish walks again
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    """Record ``size`` bytes counted at ``when`` as ``store``'s TOTAL, whole (a temporary
+    file renamed over it: a reader in another process never sees half of one)."""
+    with contextlib.suppress(OSError):   # full or read-only: the next publish walks again
+        entries.write(os.path.join(store, TOTAL), f'{size} {when}\n'.encode())
 
 
 def _clean_staging(store, now):
@@ -603,9 +595,9 @@ def _trim(store, limit=None, keep=()):
     found = []
     for e in listing:
         if not e.is_dir():
-            if e.name.startswith(TOTAL + '-') and now - _used(e.path) > STALE:
+            if e.name.endswith('.tmp') and now - _used(e.path) > STALE:
                 with contextlib.suppress(OSError):
-                    os.remove(e.path)    # of a process killed while writing its total
+                    os.remove(e.path)    # a total's, from a process killed writing it
             continue
         if e.name == STAGING:
             continue
