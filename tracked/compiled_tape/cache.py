@@ -23,9 +23,14 @@ damage).  A damaged entry is moved to ``.damaged/`` (the last few are kept, for 
 reports) with one ``CacheWarning`` naming it, and compiled again.
 
 Bounded: MANIFEST's modification time is the entry's last use, and past
-``$TRACKED_CACHE_SIZE`` (bytes, or with a K, M, G suffix; default 1G) the least
-recently used entries are deleted.  A folder that cannot be written (read-only, full
-disk) gives one warning and a temporary folder for this process.  On the command line::
+``$TRACKED_CACHE_SIZE`` (bytes, or with a K, M, G suffix; default 1G) the least recently
+used entries are deleted, down to 90% of it.  A publish adds its entries' bytes to a
+running total (``.size``); the whole folder is walked only when that total passes the
+bound, is missing or is an hour old (it drifts: entries deleted meanwhile, increments
+lost between processes publishing at once), so the bound is soft and publishing into a
+large cache costs what it does into a small one.  A folder that cannot be written
+(read-only, full disk) gives one warning and a temporary folder for this process.  On
+the command line::
 
     python -m tracked.compiled_tape.cache --info     # where, how big, what was set aside
     python -m tracked.compiled_tape.cache --clear    # delete every entry
@@ -71,6 +76,12 @@ _UNWRITABLE = tuple(getattr(errno, n) for n in ('ENOSPC', 'EDQUOT', 'EROFS', 'EA
 DEFAULT_SIZE = '1G'
 KEEP_DAMAGED = 8          # damaged entries kept for inspection
 STALE = 6 * 3600          # seconds after which a staging folder is a dead process's
+# The store's running total: bytes believed used and when they were last counted.  A
+# walk of a large store takes seconds to minutes, too much for every publish; entries
+# deleted meanwhile (clear(), by hand, other processes) and totals lost between
+# processes publishing at once make it drift, so it is counted again every RESCAN.
+TOTAL = '.size'
+RESCAN = 3600
 FIX = ('`python -m tracked.compiled_tape.cache --clear` empties it, and setting '
        '$TRACKED_CACHE_DIR moves it')
 
@@ -418,14 +429,17 @@ def publish(job):
     the store within ``size_limit()``."""
     store = os.path.dirname(os.path.dirname(job))
     names = sorted(os.listdir(job))
+    added = 0
     try:
         for name in names:
             src, dst = os.path.join(job, name), os.path.join(store, name)
             if entries.check(src, name) is not None:
                 continue                      # not compiled whole: nothing to keep
+            size = _size(src)
             for _ in range(2):
                 try:
                     os.rename(src, dst)
+                    added += size
                     break
                 except OSError:
                     why = entries.check(dst, name) if os.path.isdir(dst) else None
@@ -434,7 +448,7 @@ def publish(job):
                     _set_aside(dst, why)
     finally:
         shutil.rmtree(job, ignore_errors=True)
-    _trim(store, keep=names)
+    _bound(store, added, keep=names)
 
 
 def compile_elsewhere(sources, started=None, out=None):
@@ -521,39 +535,86 @@ def _used(path):
     return 0.0
 
 
-def _trim(store, limit=None, keep=()):
-    """Delete the least recently used entries of ``store`` while it holds more than
-    ``limit`` bytes (default ``size_limit()``), down to 90% of it, but not those named
-    in ``keep`` (just published: about to be loaded); staging folders of dead processes
-    go too."""
-    limit = size_limit() if limit is None else limit
+def _bound(store, added, keep):
+    """Keep ``store`` within ``size_limit()`` now that ``added`` bytes moved in, walking
+    it (``_trim``) only when its running total (TOTAL) would pass the bound, or is
+    missing, unreadable or older than RESCAN; else the total is just increased, so a
+    publish costs the same in a large store as in a small one."""
     now = time.time()
-    staging = os.path.join(store, STAGING)
+    limit = size_limit()
+    known = _read_total(store)
+    if known is None or not 0 <= now - known[1] < RESCAN or known[0] + added > limit:
+        _trim(store, limit, keep)
+        return
+    _clean_staging(store, now)           # one small folder: the jobs in flight, dead ones
+    if added:
+        # another process's increment written meanwhile may be lost: a total too small
+        # until the next walk, at most RESCAN away, so the bound stays (softly) kept
+        _write_total(store, known[0] + added, known[1])
+
+
+def _read_total(store):
+    """``(bytes, when they were counted)`` from ``store``'s TOTAL, or None if it is
+    missing or unreadable."""
+    try:
+        with open(os.path.join(store, TOTAL), encoding='ascii') as f:
+            size, when = f.read(100).split()       # ValueError unless two words
+        total, counted = int(size), float(when)
+    except (OSError, ValueError):
+        return None
+    return (total, counted) if total >= 0 else None
+
+
+def _write_total(store, size, when):
+    """Record ``size`` bytes counted at ``when`` as ``store``'s TOTAL, whole (a temporary
+    file renamed over it: a reader in another process never sees half of one)."""
+    with contextlib.suppress(OSError):   # full or read-only: the next publish walks again
+        entries.write(os.path.join(store, TOTAL), f'{size} {when}\n'.encode())
+
+
+def _clean_staging(store, now):
+    """Delete the staging folders of dead processes (untouched for STALE)."""
     with contextlib.suppress(OSError):
-        for e in os.scandir(staging):
+        for e in os.scandir(os.path.join(store, STAGING)):
             if now - _used(e.path) > STALE:
                 shutil.rmtree(e.path, ignore_errors=True)
-    entries = []
-    total = 0
-    with contextlib.suppress(OSError):
-        for e in os.scandir(store):
-            if not e.is_dir() or e.name == STAGING:
-                continue
-            if e.name == DAMAGED:
-                subs = [(_used(s.path), _size(s.path), s.path) for s in os.scandir(e.path)]
-            elif e.name in keep:
-                subs = [(float('inf'), _size(e.path), e.path)]
-            else:
-                subs = [(_used(e.path), _size(e.path), e.path)]
-            entries += subs
-            total += sum(s for _, s, _ in subs)
-    if total <= limit:
-        return
-    for used, size, path in sorted(entries):
-        if total <= 0.9 * limit or used == float('inf'):
-            break
-        _remove(path)
-        total -= size
+
+
+def _trim(store, limit=None, keep=()):
+    """Walk ``store`` and delete its least recently used entries while it holds more than
+    ``limit`` bytes (default ``size_limit()``), down to 90% of it, but not those named
+    in ``keep`` (just published: about to be loaded); staging folders of dead processes
+    go too.  The bytes left are recorded as its TOTAL."""
+    limit = size_limit() if limit is None else limit
+    now = time.time()
+    _clean_staging(store, now)
+    try:
+        listing = list(os.scandir(store))
+    except OSError:
+        return                           # deleted meanwhile (clear()): nothing to bound
+    found = []
+    for e in listing:
+        if not e.is_dir():
+            if e.name.endswith('.tmp') and now - _used(e.path) > STALE:
+                with contextlib.suppress(OSError):
+                    os.remove(e.path)    # a total's, from a process killed writing it
+            continue
+        if e.name == STAGING:
+            continue
+        if e.name == DAMAGED:
+            with contextlib.suppress(OSError):
+                found += [(_used(s.path), _size(s.path), s.path) for s in os.scandir(e.path)]
+        else:
+            used = float('inf') if e.name in keep else _used(e.path)
+            found.append((used, _size(e.path), e.path))
+    total = sum(size for _, size, _ in found)
+    if total > limit:
+        for used, size, path in sorted(found):
+            if total <= 0.9 * limit or used == float('inf'):
+                break
+            _remove(path)
+            total -= size
+    _write_total(store, total, now)
 
 
 # -- the command line ------------------------------------------------------------------
