@@ -289,7 +289,15 @@ class _Sweep:
 
 
 def sweep_ir(mod: Any, name: str = 'tracked_sweep') -> str:
-    """Add ``sweep`` to native_ops's ``Module`` ``mod``; its function's name."""
+    """Add ``sweep`` to native_ir's ``Module`` ``mod``; its function's name.
+
+    >>> from tracked import native_backward, native_ir
+    >>> mod = native_ir.Module()
+    >>> native_backward.sweep_ir(mod)
+    'tracked_sweep'
+    >>> mod.m.get_global('tracked_sweep').type.pointee.return_type == mod.p8
+    True
+    """
     from . import tape
     from .native_ir import ARRAY_DESCR, DESCR_KIND
     from .registry import identity, negate_into
