@@ -340,6 +340,28 @@ def test_the_first_backward_pass_installs_them_in_the_background(flag, expected)
     assert out.stdout.split() == expected.split()
 
 
+_QUIET = '''
+import time, numpy as np, tracked as tr
+from tracked import native_ops, tape
+with native_ops.quiet():
+    tr.gradient(lambda x: np.sum(x * 2.0), np.ones(3))
+    time.sleep(native_ops.START_DELAY + 0.5)
+    held = native_ops.installed()
+native_ops.wait(60)
+print(held, native_ops.installed(), tape.native_sweep is not None)
+'''
+
+
+def test_no_build_runs_inside_a_quiet_block():
+    # compiled tapes time their kernels inside one: the build, due 0.2 s after the first
+    # backward pass, waits for the block's end
+    env = {k: v for k, v in os.environ.items() if k != 'TRACKED_NATIVE'}
+    out = subprocess.run([sys.executable, '-c', _QUIET], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ['False', 'True', 'True']
+
+
 def test_slot_offsets_are_read_from_the_member_descriptors():
     n = Node()
     off = native_ops.slot_offset(Node, 'level')

@@ -29,9 +29,11 @@ so does a CPython whose object layout ``pyentry.available`` does not know.
 from __future__ import annotations
 
 import _thread
+import contextlib
 import ctypes
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -39,8 +41,8 @@ import numpy as np
 from . import native_backward, tape
 from .native_ir import ARRAY_DESCR, DESCR_KIND, TUPLE_ITEMS, Method, Module, slot_offset
 
-__all__ = ['available', 'start', 'wait', 'install', 'uninstall', 'installed', 'python_method',
-           'slot_offset', 'OPERATORS']
+__all__ = ['available', 'start', 'wait', 'quiet', 'install', 'uninstall', 'installed',
+           'python_method', 'slot_offset', 'OPERATORS']
 
 # operator name -> (ufunc, position of the tracked operand)
 OPERATORS = {
@@ -86,11 +88,13 @@ def available() -> bool:
 
 def _install_quietly() -> None:
     # The IR is made in Python: after the gradient that started this thread has
-    # returned (it took 10 ms longer sharing the GIL with it)
+    # returned (it took 10 ms longer sharing the GIL with it), and not while a compiled
+    # tape times its kernels (``quiet``)
     time.sleep(START_DELAY)
     try:
-        if available():
-            install()
+        with _quiet:
+            if available():
+                install()
     except Exception:       # the Python methods stay: slower, never wrong
         pass
     finally:
@@ -98,13 +102,32 @@ def _install_quietly() -> None:
 
 
 _settled = threading.Event()
+_quiet = threading.Lock()       # held by the build, and by ``quiet``'s callers
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """A block during which no build of the native methods runs: one running is waited
+    for, one due waits until the block ends.  compiled_tape's choice between kernels and
+    NumPy times them inside it: timed while this build runs, the kernels pay for its
+    share of the GIL and of llvmlite's one LLVM call at a time, and the replay can win a
+    race it should lose.  (Waiting for the build instead, a warm start took 0.22-0.26 s
+    to compiled speed; holding it off, the build's 0.15 s come after.)
+
+    >>> from tracked import native_ops
+    >>> with native_ops.quiet():
+    ...     pass
+    """
+    with _quiet:
+        yield
 
 
 def wait(timeout: float = 5.0) -> None:
     """Return once a build started by ``start`` has ended (at once if none started).
-    compiled_tape's choice between kernels and NumPy waits here before timing them:
-    timed while this build runs, the kernels pay for its share of the GIL and of
-    llvmlite's one LLVM call at a time, and the replay can win a race it should lose."""
+
+    >>> from tracked import native_ops
+    >>> native_ops.wait(timeout=0.0)
+    """
     if 'started' in _state:
         _settled.wait(timeout)
 

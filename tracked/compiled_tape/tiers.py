@@ -83,18 +83,19 @@ class Tiering:
             self._load(prog, cache)
             self._mark('loaded')
             self.tape.warm(prog)          # compared with the NumPy replay (firstrun.py)
-            native_ops.wait()             # (its build would skew the timings below)
-            if self.tape.choose_units(prog):    # units measured faster in NumPy: plan again
-                again = self.tape.new_compiled()
-                if cache.missing(again.sources()):
-                    # new kernels to compile (seconds): the first plan's serve meanwhile
-                    self.tape.switch_to(self, prog)
-                self.compiled = again
-                self._load(again, cache)
-                self.tape.warm(again)
-                prog = self.compiled = self.tape.keep_faster(prog, again)
-                self._mark('chosen')
-            if self.tape.unless_replay_faster(prog) is not None:
+            with native_ops.quiet():      # (its build would skew the timings below)
+                if self.tape.choose_units(prog):    # units measured faster in NumPy: again
+                    again = self.tape.new_compiled()
+                    if cache.missing(again.sources()):
+                        # new kernels to compile (seconds): the first plan's serve meanwhile
+                        self.tape.switch_to(self, prog)
+                    self.compiled = again
+                    self._load(again, cache)
+                    self.tape.warm(again)
+                    prog = self.compiled = self.tape.keep_faster(prog, again)
+                    self._mark('chosen')
+                faster = self.tape.unless_replay_faster(prog)
+            if faster is not None:
                 self.tape.switch_to(self, prog)
                 self._mark('switched')
             else:                          # the NumPy replay runs faster: it stays
