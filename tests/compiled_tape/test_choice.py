@@ -91,8 +91,8 @@ def _timed(monkeypatch, kernels, replay):
     """The race of the compiled program against the NumPy replay answering ``kernels``
     and ``replay`` seconds; the comparison on."""
     monkeypatch.setattr(choice, 'replay_faster', REPLAY_FASTER)
-    monkeypatch.setattr(choice, '_race',
-                        lambda first, second, ratio: (kernels, replay, kernels / replay))
+    monkeypatch.setattr(choice, '_race', lambda first, second, ratio, label='':
+                        (kernels, replay, kernels / replay))
 
 
 @pytest.mark.parametrize('background', [False, True], ids=['foreground', 'background'])
@@ -129,19 +129,30 @@ class Clock:
 
     def __init__(self):
         self.now = 0.0
+        self.cpu = 0.0               # this thread's CPU seconds
         self.log = []
 
     def perf_counter(self):
         return self.now
 
-    def call(self, name, costs):
+    def thread_time(self):
+        return self.cpu
+
+    def sleep(self, seconds):
+        self.log.append('sleep')
+        self.now += seconds
+
+    def call(self, name, costs, waiting=0.0):
         """A call named ``name`` costing ``costs[k]`` seconds its k-th time (the last
-        repeated), logged."""
+        repeated), of which ``waiting`` (a fraction) not running: the GIL held
+        elsewhere; logged."""
         costs = list(costs)
 
         def fn():
             self.log.append(name)
-            self.now += costs.pop(0) if len(costs) > 1 else costs[0]
+            t = costs.pop(0) if len(costs) > 1 else costs[0]
+            self.now += t
+            self.cpu += t * (1 - (waiting() if callable(waiting) else waiting))
         return fn
 
 
@@ -188,13 +199,55 @@ def test_race_goes_on_while_close_until_its_budget(monkeypatch):
     assert (rounds - 1) * 2.2 <= budget + 2.3 and rounds * 2.3 >= budget - 2.3
 
 
-def _slowed(monkeypatch, cls, name, seconds):
-    """``cls.name`` made ``seconds`` slower per call."""
+def test_race_run_again_when_one_side_waited(monkeypatch):
+    """Calls that spent their time waiting for the GIL (another thread of the process
+    held it: native_ops's build made W1's compiled calls 5 ms instead of 36 µs) do not
+    decide: the race is run again once they no longer wait."""
+    clock = Clock()
+    monkeypatch.setattr(choice, 'time', clock)
+    waits = [0.99] * (1 + choice.MIN_ROUNDS)       # the warm-up and the first attempt
+    compiled = clock.call('a', [5e-3] * len(waits) + [40e-6],
+                          waiting=lambda: waits.pop(0) if waits else 0.0)
+    a, b, r = choice._race([compiled], [clock.call('b', [0.5e-3])], 1 / choice.WHOLE_MARGIN)
+    assert clock.log.count('sleep') == 1
+    assert (a, b, r) == (pytest.approx(40e-6), pytest.approx(0.5e-3), pytest.approx(0.08))
+
+
+def test_race_undecided_when_always_waiting(monkeypatch):
+    """A side waiting through the whole budget gives no answer (None): the kernels stay."""
+    clock = Clock()
+    monkeypatch.setattr(choice, 'time', clock)
+    assert choice._race([clock.call('a', [5e-3], waiting=0.99)], [clock.call('b', [0.5e-3])],
+                        1.0) is None
+    runs = (5e-3 + 0.5e-3) / 2
+    assert clock.now <= choice.BUDGET + choice.RUNS_BUDGET * runs + 2 * choice.PAUSE
+    assert clock.log.count('sleep') > 3
+
+
+def test_race_alike_waiting_cancels(monkeypatch):
+    """Waiting on both sides alike (BLAS threads, other processes) is no reason to run a
+    race again: it cancels in the ratios."""
+    clock = Clock()
+    monkeypatch.setattr(choice, 'time', clock)
+    a, b, r = choice._race([clock.call('a', [2e-3], waiting=0.4)],
+                           [clock.call('b', [1e-3], waiting=0.3)], 1.0)
+    assert r == pytest.approx(2.0) and 'sleep' not in clock.log
+
+
+def _busy(seconds):
+    """Work (not wait: the race discounts a side that waits) for ``seconds``."""
     import time
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _slowed(monkeypatch, cls, name, seconds):
+    """``cls.name`` made ``seconds`` slower per call, working."""
     real = getattr(cls, name)
 
     def slow(*args, **kwargs):
-        time.sleep(seconds)
+        _busy(seconds)
         return real(*args, **kwargs)
     monkeypatch.setattr(cls, name, slow)
 
@@ -232,6 +285,39 @@ def test_the_faster_public_call_is_kept(whole, monkeypatch, slower):
     J_exact = np.diag((1 - t ** 2) * x2[::-1]) + np.fliplr(np.diag(t)) + 2 * x2[None, :]
     np.testing.assert_allclose(val, jac_f(x2), rtol=1e-13)
     np.testing.assert_allclose(J, J_exact, rtol=1e-12, atol=1e-14)
+
+
+def test_compiled_calls_waiting_do_not_send_the_tape_to_the_replay(whole, monkeypatch):
+    """Compiled calls 3 ms slower by waiting, not working (``time.sleep`` releases the
+    GIL, as a call does whose kernels let another thread take it), keep the kernels:
+    the race runs again until its budget, then gives no answer."""
+    import time
+    from tracked.compiled_tape.compiled import CompiledProgram
+    real = CompiledProgram.run
+
+    def waits(*args, **kwargs):
+        time.sleep(3e-3)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(CompiledProgram, 'run', waits)
+    x = np.linspace(-1.0, 1.0, 20)
+    ct = tr.compile(tr.JacobianTape(jac_f, x), background=False)
+    assert ct.compiled is not None and ct.chosen_numpy == []
+
+
+def test_race_ends_within_its_budget():
+    """A near-tie (the same call on both sides) on the real clock: the race ends by its
+    budget, ``BUDGET`` plus ``RUNS_BUDGET`` calls."""
+    import time
+    x = np.linspace(-1.0, 1.0, 2000)
+    call = lambda: np.tanh(x) * x          # noqa: E731
+    t = time.perf_counter()
+    call()
+    run = time.perf_counter() - t
+    t = time.perf_counter()
+    a, b, r = choice._race([call], [call], 1.0)
+    took = time.perf_counter() - t
+    assert 0.5 < r < 2.0
+    assert took < choice.BUDGET + choice.RUNS_BUDGET * run + 0.5
 
 
 def test_the_race_times_the_generated_call(whole, monkeypatch):

@@ -25,7 +25,11 @@ replay through the general path and NumPy's allocations; timing ``prog.run``
 against the replay missed that.  The rounds interleave, taking turns at going
 first, and the median of their paired ratios decides: one measurement, or a best-of,
 flipped the choice on a busy machine.  A race runs until a sign test says on which
-side of the margin the ratios lie, or until the budget is spent.
+side of the margin the ratios lie, or until the budget is spent.  Rounds in which one
+side waited for the GIL (another thread of the process held it: a compiled call gives
+it up while its kernels run) do not decide; the race runs again, and with no answer
+within the budget the kernels stay.  ``TRACKED_CHOICE_DEBUG=1`` prints each race's
+timings on stderr.
 
 The choice is kept on the tape and pickled with it: a worker that unpickles the tape
 plans the same program and rounds alike, and nothing is timed twice.
@@ -59,6 +63,8 @@ ROUNDS = 5               # timings per unit; the minimum counts
 MIN_ROUNDS = 5           # whole-program races (_race): rounds at least ...
 MAX_ROUNDS = 2001        # ... and at most (the budget ends a near-tie first)
 SIGN_Z = 2.2             # ... ended by a sign test this many deviations apart (5 of 5)
+WAITED = 0.5             # ... spoiled when one side waited this fraction more (GIL)
+PAUSE = 0.02             # ... then run again after this many seconds
 BUDGET = 0.5             # seconds of measuring at most (then: the kernels stay) ...
 RUNS_BUDGET = 25         # ... plus this many times one run of the program
 RETURN_COST = 2e-6       # the VM's return to Python and resumption, per fallback
@@ -153,8 +159,8 @@ def better(tape, prog, again):
     memory, the general call path instead of the generated one), which at W2's batch
     16 outweighed the gains."""
     olds, news = _calls(tape, prog, again)
-    _, _, ratio = _race(olds, news, 1.0)
-    return ratio > 1.0                 # units past MARGIN: any whole gain counts
+    race = _race(olds, news, 1.0, 'kernels / units in NumPy')
+    return race is not None and race[2] > 1.0   # units past MARGIN: any whole gain counts
 
 
 def replay_faster(tape, prog):
@@ -166,7 +172,10 @@ def replay_faster(tape, prog):
     if os.environ.get('TRACKED_NUMPY_CHOICE') == '0':
         return None
     kerns, replays = _calls(tape, prog, None)
-    kern, numpy, ratio = _race(kerns, replays, 1 / WHOLE_MARGIN)
+    race = _race(kerns, replays, 1 / WHOLE_MARGIN, 'compiled / replay')
+    if race is None:                   # never timed without waiting: the kernels stay
+        return None
+    kern, numpy, ratio = race
     if ratio > 1 / WHOLE_MARGIN:
         return (f'the NumPy replay measured faster on the whole ({numpy * 1e6:.0f} µs, '
                 f'{kern * 1e6:.0f} µs compiled, per call)')
@@ -187,33 +196,84 @@ def _calls(tape, *progs):
             for p in progs]
 
 
-def _race(first, second, ratio):
+def _race(first, second, ratio, label=''):
     """``(a, b, r)``: the median seconds of a round of ``first``'s calls (a) and of
     ``second``'s (b), and the median of the rounds' ratios a / b (r), timed in
-    interleaved rounds taking turns at going first.
+    interleaved rounds taking turns at going first; None when every attempt within
+    the budget was spoiled by waiting (below).
 
     Each round's ratio compares two timings a moment apart, so the machine's drift
     cancels, and the median ignores the rounds a busy machine spoils.  The rounds go
     on (``MIN_ROUNDS`` at least) until a sign test says on which side of ``ratio``
     that median lies (``SIGN_Z``), or until ``MAX_ROUNDS`` or the budget: a clear
-    race stops after a few rounds, a near-tie takes the budget."""
+    race stops after a few rounds, a near-tie takes the budget.
+
+    A round also takes this thread's CPU time: when one side's median round spent
+    ``WAITED`` more of its time not running than the other's, its calls waited for the
+    GIL, which another thread of this process held (native_ops's build, another tape's
+    planning, a caller's thread).  A compiled call releases the GIL while its kernels
+    run and then waits out the other thread's switch interval (5 ms) to take it back:
+    W1's 36 µs calls timed 5 ms each during native_ops's build, against the replay's
+    0.5 ms (which rarely releases it), and the tape kept the replay.  Such a race is run
+    again after ``PAUSE``, within the budget; waiting alike on both sides (BLAS
+    threads, other processes) cancels in the ratios."""
     start = time.perf_counter()
+    warm = []
     for fn in first + second:          # warm: generated code, first allocations
         fn()
+        warm.append(time.perf_counter())
     now = time.perf_counter()
     deadline = now + BUDGET + RUNS_BUDGET * (now - start) / len(first + second)
+    while True:
+        a, b, wa, wb = _rounds(first, second, ratio, deadline)
+        # the fractions of their rounds the sides waited: alike (BLAS threads, other
+        # processes), they cancel in the ratios; on one side only, that side's calls
+        # waited for the GIL
+        waited = abs(np.median(wa) / np.median(a) - np.median(wb) / np.median(b)) > WAITED
+        ratios = np.array(a) / np.array(b)
+        if os.environ.get('TRACKED_CHOICE_DEBUG'):
+            _report(label, start, warm, a, b, wa, wb, ratios, ratio)
+        if not waited:
+            return float(np.median(a)), float(np.median(b)), float(np.median(ratios))
+        if time.perf_counter() + PAUSE > deadline:
+            return None
+        time.sleep(PAUSE)
+
+
+def _rounds(first, second, ratio, deadline):
+    """One attempt of ``_race``: the rounds' seconds of ``first`` and ``second``, and
+    how long each round waited (its seconds less this thread's CPU seconds)."""
     a: list[float] = []
     b: list[float] = []
+    wa: list[float] = []
+    wb: list[float] = []
     above = 0                          # rounds whose ratio is above ``ratio``
     for r in range(MAX_ROUNDS):
         if r >= MIN_ROUNDS and (abs(2 * above - r) >= SIGN_Z * r ** 0.5
                                 or time.perf_counter() > deadline):
             break
-        for calls, times in ((first, a), (second, b))[::1 if r % 2 else -1]:
+        for calls, times, waits in ((first, a, wa), (second, b, wb))[::1 if r % 2 else -1]:
+            c = time.thread_time()     # (outside the timing: it is a system call)
             t = time.perf_counter()
             for fn in calls:
                 fn()
-            times.append(time.perf_counter() - t)
+            t = time.perf_counter() - t
+            times.append(t)
+            waits.append(t - (time.thread_time() - c))
         above += a[-1] > ratio * b[-1]
-    ratios = np.array(a) / np.array(b)
-    return float(np.median(a)), float(np.median(b)), float(np.median(ratios))
+    return a, b, wa, wb
+
+
+def _report(label, start, warm, a, b, wa, wb, ratios, ratio):
+    """``TRACKED_CHOICE_DEBUG=1``: an attempt's timings on stderr (µs)."""
+    import sys
+
+    def us(ts):
+        return ' '.join(f'{t * 1e6:.0f}' for t in ts)
+    print(f'tracked choice race ({label}): {len(a)} rounds, '
+          f'{(time.perf_counter() - start) * 1e3:.1f} ms since its start; medians '
+          f'{np.median(a) * 1e6:.1f} / {np.median(b) * 1e6:.1f} µs (waiting '
+          f'{np.median(wa) * 1e6:.1f} / {np.median(wb) * 1e6:.1f}), median ratio '
+          f'{np.median(ratios):.3f} (threshold {ratio:.3f}); warm-up calls '
+          f'{us(np.diff([start] + warm))}; rounds: {us(a[:12])} / {us(b[:12])}',
+          file=sys.stderr, flush=True)
