@@ -248,8 +248,9 @@ class Tape:
         check(self, prog)
 
     def switch_to(self, tiering: Any, prog: Any) -> None:
-        """Use ``prog`` from the next call on (called by the background compilation)."""
-        if self._tiering is tiering and self.program is prog.program:
+        """Use ``prog`` from the next call on, None: the NumPy replay (called by the
+        background compilation)."""
+        if self._tiering is tiering and (prog is None or self.program is prog.program):
             self.compiled = prog
             self._install_calls()
 
@@ -316,6 +317,27 @@ class Tape:
             return prog
         self._replay_fallbacks = list(prog.fallbacks)   # what it had no kernel for
         return None
+
+    def timed_calls(self, prog: Any) -> list[Callable[[], Any]] | None:
+        """The public calls of ``_public_calls`` on the recorded values, made by a copy of
+        this recording that answers with ``prog`` (loaded; None: the NumPy replay), for
+        choice.py to time what a caller pays on either path (generated or general
+        call, argument checks, allocations, the program); None when the recorded
+        values do not rebuild arguments the tape takes.  The tape itself is left as it
+        is: in the background, calls are replaying it meanwhile."""
+        from .firstrun import recorded_args
+        args = recorded_args(self)
+        if self.checker(args) is None:
+            return None
+        t = copy.copy(self)
+        t.compiled = prog
+        t._tiering = None
+        t._install_calls()
+        return t._public_calls(args)
+
+    def _public_calls(self, args: tuple[Any, ...]) -> list[Callable[[], Any]]:
+        """Zero-argument callables making this tape's usual calls on ``args``."""
+        return [lambda: self.replay(args)]
 
     def replay_into(self, leaves: Any, outs: Any) -> list[Any]:
         """The NumPy replay on checked ``leaves``: the placed outputs written into

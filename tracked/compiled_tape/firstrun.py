@@ -12,8 +12,9 @@ not rounding.
 import numpy as np
 
 from .tiers import CompileError
+from .trees import unflatten_args
 
-__all__ = ['check', 'recorded_leaves', 'difference']
+__all__ = ['check', 'recorded_leaves', 'recorded_args', 'difference']
 
 
 def recorded_leaves(tape):
@@ -26,6 +27,23 @@ def recorded_leaves(tape):
             full[ins.pos] = v.astype(dtype) if isinstance(v, np.ndarray) and v.dtype != dtype \
                 else v
     return [np.zeros(*tape.specs[p]) if x is None else x for p, x in enumerate(full)]
+
+
+def recorded_args(tape):
+    """The argument tuple ``tape`` was recorded on, as a caller passes it: arrays of
+    their own (C order), Python scalars as the types they were given, constant ints
+    as recorded, static parts from the structure."""
+    leaves = []
+    for p, x in enumerate(recorded_leaves(tape)):
+        cls = tape.checks[p][0]
+        if p in tape.static:
+            x = tape.static[p]
+        elif cls is np.ndarray:
+            x = np.array(x, order='C')
+        else:
+            x = cls(x)
+        leaves.append(x)
+    return unflatten_args(tape.arg_defs, leaves)
 
 
 def check(tape, prog):

@@ -163,6 +163,17 @@ class GradientTape(Tape):
     def _check_out(self, leaves):
         return check_out(self, leaves)
 
+    def _public_calls(self, args):
+        """``withgradient`` by default and with ``out=`` (unless its gradients cannot be
+        ``out=``: a Python float's is a NumPy scalar)."""
+        g = self.withgradient(*args).grad
+        calls = [lambda: self.withgradient(*args)]
+        try:
+            self.withgradient(*args, out=g)
+        except (TypeError, ValueError):
+            return calls
+        return calls + [lambda: self.withgradient(*args, out=g)]
+
     def _install_calls(self):
         """A compiled tape answers ``gradient``/``withgradient`` through code generated
         for its signature and plan (calls.py); otherwise the methods below serve."""
@@ -293,6 +304,9 @@ class JacobianTape(Tape):
         """``tape(*args)``: the value of ``f``."""
         return _plain_scalar(self.current().replay(args)[1](0))
 
+    def _public_calls(self, args):
+        return [lambda: self.withjacobian(*args)]
+
     def jacobian(self, *args: Any) -> tuple[Any, ...]:
         """``tape.jacobian(*args)``: per argument its Jacobian matrix (None outside wrt)."""
         return self.withjacobian(*args).grad
@@ -386,6 +400,14 @@ class HessianTape(Tape):
     def __call__(self, x: Any) -> Any:
         """``tape(x)``: the value of ``f``."""
         return _plain_scalar(self.current().replay((x,))[1](0))
+
+    def _public_calls(self, args):
+        """``hessian`` by default and, when dense, with ``out=``."""
+        x, = args
+        if self.coloring is not None:
+            return [lambda: self.hessian(x)]
+        H = np.empty((self.n, self.n), self.dtype)
+        return [lambda: self.hessian(x), lambda: self.hessian(x, out=H)]
 
     def hessian(self, x: Any, out: np.ndarray | None = None) -> Any:
         """``tape.hessian(x, out=None)``: the Hessian matrix (a scalar for scalar x); with

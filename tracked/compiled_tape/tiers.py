@@ -99,6 +99,7 @@ class Tiering:
                 self.tape.switch_to(self, prog)
                 self._mark('switched')
             else:                          # the NumPy replay runs faster: it stays
+                self.tape.switch_to(self, None)     # (the first plan may be serving)
                 self._mark('replay')
         except BaseException as e:     # noqa: BLE001 -- reported through compile_error
             self.error = e if isinstance(e, CompileError) else CompileError(
