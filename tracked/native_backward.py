@@ -423,7 +423,7 @@ def sweep_ir(mod: Any, name: str = 'tracked_sweep') -> str:
         vjp = s.item(vjps, pos)
         have, ordinary, next_parent = fn.block('have'), fn.block('ordinary'), \
             fn.block('nextparent')
-        # g is this pass's buffer: s.parts['in_place'] may compute the cotangent in it
+        # g is this pass's buffer: tape._in_place may compute the cotangent in it
         placing = fn.block('placing')
         b.cbranch(mine, placing, ordinary)
         b.position_at_end(placing)
