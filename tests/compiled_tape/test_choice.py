@@ -320,6 +320,10 @@ def test_race_ends_within_its_budget():
     assert took < choice.BUDGET + choice.RUNS_BUDGET * run + 0.5
 
 
+def _elementwise_layer(W, b, x):
+    return np.sum(np.tanh(x * W + b) ** 2)
+
+
 def test_the_race_times_the_generated_call(whole, monkeypatch):
     """A compiled GradientTape answers through generated calls, which never go through
     ``CompiledProgram.run``: a slow ``run`` (what the race timed before) must not send
@@ -327,7 +331,10 @@ def test_the_race_times_the_generated_call(whole, monkeypatch):
     from tracked.compiled_tape.base import Tape
     from tracked.compiled_tape.compiled import CompiledProgram
     _slowed(monkeypatch, CompiledProgram, 'run', 3e-3)
-    W, b, x = _args(8)
+    # elementwise: every step a kernel, with or without SciPy (without it a product runs
+    # in NumPy, and a plan with NumPy steps has no generated call)
+    layer = _elementwise_layer
+    W, b, x = np.linspace(0.5, 1.5, 8), np.linspace(-1, 1, 8), _args(8)[2].T.copy()
     ct = tr.compile(tr.GradientTape(layer, W, b, x, wrt=(0, 1)), background=False)
     assert 'withgradient' in ct.__dict__             # the generated call serves
     assert ct.compiled is not None and ct.chosen_numpy == []
