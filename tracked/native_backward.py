@@ -158,26 +158,31 @@ class _Sweep:
             b.store(big, self.flag)
         return b.load(self.flag)
 
-    def shape_is(self, v: Any, shape: Any) -> Any:
-        """Whether ``v`` has the shape of tuple ``shape`` (an i1; no where ``v`` is not
-        an ndarray, float64 or float, or ``shape`` not a tuple of ints)."""
+    def shape_is(self, v: Any, shape: Any, lead: int = 0) -> Any:
+        """Whether ``v`` has the shape of tuple ``shape`` after ``lead`` leading axes (an
+        i1; no where ``v`` is not an ndarray, float64 or float, or ``shape`` not a tuple
+        of ints)."""
         b, i64, fn = self.b, self.i64, self.fn
         b.store(self.ir.Constant(self.ir.IntType(1), 0), self.flag)
         with b.if_then(fn.is_(fn.typ(shape), self.mod.obj(tuple))):
             with b.if_else(self.of_type(v, np.ndarray)) as (array, other):
                 with array:
                     nd, dims = self.dims(v)
-                    b.store(b.icmp_signed('==', nd, self.length(shape)), self.flag)
+                    n = self.length(shape)
+                    b.store(b.icmp_signed('==', nd, b.add(n, i64(lead))), self.flag)
                     with b.if_then(b.load(self.flag)):
                         def dim(k: Any) -> None:
                             d = self.item(shape, k)
                             same = b.and_(self.of_type(d, int), b.icmp_signed(
-                                '==', fn.call('PyLong_AsLongLong', d), b.load(b.gep(dims, [k]))))
+                                '==', fn.call('PyLong_AsLongLong', d),
+                                b.load(b.gep(dims, [b.add(k, i64(lead))]))))
                             b.store(b.and_(b.load(self.flag), same), self.flag)
-                        fn.loop(nd, dim)
+                        fn.loop(n, dim)
                 with other:
-                    b.store(b.and_(self.of_type(v, float, np.float64),
-                                   b.icmp_signed('==', self.length(shape), i64(0))), self.flag)
+                    if not lead:
+                        b.store(b.and_(self.of_type(v, float, np.float64),
+                                       b.icmp_signed('==', self.length(shape), i64(0))),
+                                self.flag)
         return b.load(self.flag)
 
     # -- calls ----------------------------------------------------------------------------
@@ -205,7 +210,7 @@ class _Sweep:
         self.take('tmp', self.check(pair))
 
     def fit(self, parent: Any) -> None:
-        """The ``gi`` slot's cotangent for ``parent``'s shape: ``self.parts['fit']``, with its two
+        """The ``gi`` slot's cotangent for ``parent``'s shape: ``tape._fit``, with its two
         commonest cases here (a 0-d cotangent, lazy; a bias's, summed over the first
         axis as ``unbroadcast`` sums it)."""
         fn, b, i64, mod = self.fn, self.b, self.i64, self.mod
@@ -227,20 +232,9 @@ class _Sweep:
         self.check_int(fn.call('PySet_Add', self.lazies, parent))
         b.branch(done)
         b.position_at_end(bias_test)
-        b.store(self.ir.Constant(self.ir.IntType(1), 0), self.flag)
-        with b.if_then(is_array):
-            nd, dims = self.dims(gi)
-            b.store(b.icmp_signed('==', nd, b.add(self.length(shape), i64(1))), self.flag)
-            with b.if_then(b.load(self.flag)):
-                def dim(k: Any) -> None:
-                    d = self.item(shape, k)
-                    same = b.and_(self.of_type(d, int), b.icmp_signed(
-                        '==', fn.call('PyLong_AsLongLong', d),
-                        b.load(b.gep(dims, [b.add(k, i64(1))]))))
-                    b.store(b.and_(b.load(self.flag), same), self.flag)
-                fn.loop(self.length(shape), dim)
+        is_bias = self.shape_is(gi, shape, lead=1)
         bias = fn.block('fitbias')
-        b.cbranch(b.load(self.flag), bias, general)
+        b.cbranch(is_bias, bias, general)
         b.position_at_end(bias)         # only a leading axis added
         with b.if_then(b.icmp_signed('>', fn.call('PySet_Size', self.owned), i64(0))):
             self.take('tmp', self.check(fn.call('PyLong_FromVoidPtr', gi)))

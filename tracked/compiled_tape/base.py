@@ -343,12 +343,19 @@ class Tape:
         """The NumPy replay on checked ``leaves``: the placed outputs written into
         ``outs``; returns every output value."""
         vals = self.program.run(self.inputs_of(leaves))
+        self._place(vals, outs)
+        return vals
+
+    def _place(self, vals: list[Any], outs: list[np.ndarray]) -> None:
+        """Copy the placed output values ``vals`` into ``outs`` (but an array already one
+        of them)."""
         for oi, (k, off) in self.placements.items():
             v = vals[oi]
+            if outs[k] is v:
+                continue
             flat = outs[k].reshape(-1)
             n = int(np.size(v))
             flat[off:off + n] = np.ravel(v)
-        return vals
 
     def replay_new(self, leaves: Any) -> tuple[list[Any], list[np.ndarray]]:
         """The NumPy replay on checked ``leaves`` into new output arrays: ``(every
@@ -366,21 +373,15 @@ class Tape:
             oi = handed.get(k)
             v = vals[oi] if oi is not None else None
             if type(v) is np.ndarray and v.dtype == dtype and v.shape == shape and \
-                    id(v) not in taken and id(v) not in constants and \
-                    v.flags.owndata and v.flags.c_contiguous and v.flags.writeable and \
-                    not any(v is x for x in leaves) and \
-                    sum(w is v for w in vals) == 1:
-                taken.add(id(v))
-                outs.append(v)
-            else:
-                outs.append(np.zeros(shape, dtype))
-        for oi, (k, off) in self.placements.items():
-            v = vals[oi]
-            if outs[k] is v:
-                continue
-            flat = outs[k].reshape(-1)
-            n = int(np.size(v))
-            flat[off:off + n] = np.ravel(v)
+                    id(v) not in taken and id(v) not in constants:
+                flags = v.flags
+                if flags.owndata and flags.c_contiguous and flags.writeable and \
+                        not any(v is x for x in leaves) and sum(w is v for w in vals) == 1:
+                    taken.add(id(v))
+                    outs.append(v)
+                    continue
+            outs.append(np.zeros(shape, dtype))
+        self._place(vals, outs)
         return vals, outs
 
     def _handed(self) -> tuple[dict[int, int], frozenset[int]]:
